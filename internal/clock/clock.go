@@ -1,0 +1,91 @@
+// Package clock lets time be injected: production code reads a Clock, tests
+// drive a Fake and never sleep.
+package clock
+
+import (
+	"sync"
+	"time"
+)
+
+// Clock is the time source of the gateway's timers and windows.
+type Clock interface {
+	Now() time.Time
+	// After fires once d has passed; stop releases it early.
+	After(d time.Duration) (c <-chan time.Time, stop func())
+}
+
+// Real is the wall clock.
+type Real struct{}
+
+func (Real) Now() time.Time { return time.Now() }
+
+func (Real) After(d time.Duration) (<-chan time.Time, func()) {
+	t := time.NewTimer(d)
+	return t.C, func() { t.Stop() }
+}
+
+// Fake is a manually advanced clock for tests.
+type Fake struct {
+	mu      sync.Mutex
+	now     time.Time
+	waiters []*waiter
+}
+
+type waiter struct {
+	at time.Time
+	c  chan time.Time
+}
+
+// NewFake returns a Fake reading t.
+func NewFake(t time.Time) *Fake { return &Fake{now: t} }
+
+func (f *Fake) Now() time.Time {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.now
+}
+
+func (f *Fake) After(d time.Duration) (<-chan time.Time, func()) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	w := &waiter{at: f.now.Add(d), c: make(chan time.Time, 1)}
+	if d <= 0 {
+		w.c <- f.now
+		return w.c, func() {}
+	}
+	f.waiters = append(f.waiters, w)
+	return w.c, func() {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		for i, x := range f.waiters {
+			if x == w {
+				f.waiters = append(f.waiters[:i], f.waiters[i+1:]...)
+				return
+			}
+		}
+	}
+}
+
+// Advance moves the clock forward and fires every timer that is due.
+func (f *Fake) Advance(d time.Duration) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.now = f.now.Add(d)
+	kept := f.waiters[:0]
+	for _, w := range f.waiters {
+		if !w.at.After(f.now) {
+			w.c <- f.now
+		} else {
+			kept = append(kept, w)
+		}
+	}
+	f.waiters = kept
+}
+
+// Waiters reports how many timers are pending, so a test can wait until the
+// code under test is blocked on the clock before advancing it.
+func (f *Fake) Waiters() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.waiters)
+}

@@ -1,0 +1,244 @@
+// Package config holds Switchboard's configuration: the YAML types, loading
+// with ${ENV} expansion, validation that reports every problem with its line,
+// and defaults. The format is the LLM Proxy config plus additions; a file in
+// that format loads unchanged.
+package config
+
+import "time"
+
+// Provider types.
+const (
+	TypeOpenAI    = "openai"
+	TypeAnthropic = "anthropic"
+	TypeGemini    = "gemini"
+	TypeMock      = "mock"
+)
+
+// Config is one loaded, validated configuration. It is immutable once
+// returned by Load: the server swaps whole snapshots, never fields.
+type Config struct {
+	Providers   map[string]*Provider `yaml:"providers"`
+	Models      []*Model             `yaml:"models"`
+	Timeouts    Timeouts             `yaml:"timeouts"`
+	Retries     Retries              `yaml:"retries"`
+	Logging     Logging              `yaml:"logging"`
+	Tracking    Tracking             `yaml:"tracking"`
+	Metrics     Metrics              `yaml:"metrics"`
+	Performance Performance          `yaml:"performance"`
+	Auth        Auth                 `yaml:"auth"`
+	Limits      Limits               `yaml:"limits"`
+	Health      Health               `yaml:"health"`
+
+	// Path is the file the config was read from ("" when parsed from bytes).
+	Path string `yaml:"-"`
+}
+
+// Provider is one upstream, defined once and referenced by models.
+type Provider struct {
+	// Name is the key under providers:, filled by Load.
+	Name string `yaml:"-"`
+	// Type selects the wire protocol: openai (default), anthropic, gemini, mock.
+	Type string `yaml:"type"`
+	// BaseURL is the API root, e.g. https://api.openai.com/v1. Required
+	// (http or https) except for type mock.
+	BaseURL string `yaml:"base_url"`
+	// APIKey is sent upstream; required unless APIKeys is non-empty or the
+	// type is mock.
+	APIKey string `yaml:"api_key"`
+	// APIKeys are rotated in order, one per request.
+	APIKeys []string `yaml:"api_keys"`
+	// Headers are added to every upstream request; a model entry's headers
+	// override them key by key.
+	Headers map[string]string `yaml:"headers"`
+	// Mock configures the built-in simulated provider (type mock only).
+	Mock *Mock `yaml:"mock"`
+}
+
+// Keys returns the provider's API keys in rotation order.
+func (p *Provider) Keys() []string {
+	if len(p.APIKeys) > 0 {
+		return p.APIKeys
+	}
+	if p.APIKey != "" {
+		return []string{p.APIKey}
+	}
+	return nil
+}
+
+// Mock configures the built-in mock provider.
+type Mock struct {
+	// TTFTMs is the delay before the first token. Default 0, range 0..600000.
+	TTFTMs int `yaml:"ttft_ms"`
+	// TokensPerSecond paces streamed tokens after the first. Default 0
+	// (as fast as possible), range 0..1e6.
+	TokensPerSecond float64 `yaml:"tokens_per_second"`
+	// Tokens is the number of completion tokens per answer. Default 16, range 1..100000.
+	Tokens int `yaml:"tokens"`
+	// FailRate is the probability (0..1) that a request fails. Default 0.
+	FailRate float64 `yaml:"fail_rate"`
+	// FailStatus is the HTTP status of a simulated failure. Default 500, range 400..599.
+	FailStatus int `yaml:"fail_status"`
+}
+
+// Model is a client-facing model name routed to one or more providers.
+type Model struct {
+	Name string `yaml:"name"`
+	// ContextLength is advertised in /v1/models/{name}; optional.
+	ContextLength int              `yaml:"context_length"`
+	Providers     []*ModelProvider `yaml:"providers"`
+	// Per-model overrides of performance.* and timeouts.ttft; nil = global.
+	ProbingEnabled *bool `yaml:"probing_enabled"`
+	AutoSwitch     *bool `yaml:"auto_switch"`
+	ProbeInterval  *int  `yaml:"probe_interval"`
+	// TTFTTimeout is seconds or a duration; `false` disables the gate for
+	// this model.
+	TTFTTimeout *Toggle `yaml:"ttft_timeout"`
+}
+
+// ModelProvider is one provider entry of a model.
+type ModelProvider struct {
+	Provider string `yaml:"provider"`
+	// Model is the provider's own name for the model; defaults to the
+	// client-facing name.
+	Model   string            `yaml:"model"`
+	Primary bool              `yaml:"primary"`
+	Headers map[string]string `yaml:"headers"`
+}
+
+// Timeouts bound upstream I/O. All accept seconds (fractions allowed) or a Go
+// duration string.
+type Timeouts struct {
+	// Open bounds connection setup (dial + TLS). Default 30 s, range 1 s..86400 s.
+	Open Duration `yaml:"open"`
+	// Read bounds each wait for upstream bytes: response headers and each
+	// streamed chunk. Default 300 s, range 1 s..86400 s.
+	Read Duration `yaml:"read"`
+	// Write bounds sending the request body. Default 60 s, range 1 s..86400 s.
+	Write Duration `yaml:"write"`
+	// TTFT is the first-token timeout for streams; 0 = off. Range 1 s..86400 s.
+	TTFT Duration `yaml:"ttft"`
+	// Request is the overall deadline of one client request across all
+	// retries and rounds. Default 600 s, range 1 s..86400 s.
+	Request Duration `yaml:"request"`
+	// Shutdown bounds graceful draining at exit. Default 30 s, range 0..3600 s.
+	Shutdown Duration `yaml:"shutdown"`
+}
+
+// Retries control the attempt loop.
+type Retries struct {
+	// MaxAttempts per provider per round. Default 3, range 1..10.
+	MaxAttempts int `yaml:"max_attempts"`
+	// BackoffBase in seconds; backoff is base·2^n·(0.5..1.0). Default 2 s, range (0, 60 s].
+	BackoffBase Duration `yaml:"backoff_base"`
+	// MaxRounds of walking the provider list. Default 3, range 1..10.
+	MaxRounds int `yaml:"max_rounds"`
+	// MaxBackoff caps any single wait, stated or computed. Default 60 s, range 1 s..86400 s.
+	MaxBackoff Duration `yaml:"max_backoff"`
+}
+
+// Logging selects slog's level and handler.
+type Logging struct {
+	// Level: debug, info (default), warn, error.
+	Level string `yaml:"level"`
+	// Format: text (default) or json.
+	Format string `yaml:"format"`
+}
+
+// Tracking controls per-chunk inspection of streams.
+type Tracking struct {
+	// Enabled: default true; false passes raw bytes straight through.
+	Enabled *bool `yaml:"enabled"`
+	// Responses also tracks /v1/responses streams. Default false.
+	Responses bool `yaml:"responses"`
+}
+
+// On reports whether tracking is enabled (default true).
+func (t Tracking) On() bool { return t.Enabled == nil || *t.Enabled }
+
+// Metrics configures periodic TPS logging.
+type Metrics struct {
+	TPSLog TPSLog `yaml:"tps_log"`
+}
+
+// TPSLog is the periodic TPS summary.
+type TPSLog struct {
+	// Interval between summaries. Default 5 s, range 0..3600 s (0 = off).
+	Interval *Duration `yaml:"interval"`
+	// ActivityWindow: only providers active this recently are logged. Default 10 s, range 1..86400 s.
+	ActivityWindow Duration `yaml:"activity_window"`
+	// EvalWindow: samples this recent are summarised. Default 60 s, range 1..86400 s.
+	EvalWindow Duration `yaml:"eval_window"`
+	// MinTokens suppresses lines until this many tokens accumulated. Default 500, range 0..1e9.
+	MinTokens *int `yaml:"min_tokens"`
+}
+
+// Performance tunes routing and connection handling.
+type Performance struct {
+	// PrewarmConnections opens a connection to each provider origin at boot. Default false.
+	PrewarmConnections bool `yaml:"prewarm_connections"`
+	// ProbingEnabled: background probes and auto-selection. Default true.
+	ProbingEnabled *bool `yaml:"probing_enabled"`
+	// AutoSwitch the active provider when a better one is measured. Default
+	// false; forced off when probing is off.
+	AutoSwitch bool `yaml:"auto_switch"`
+	// ProbeInterval: probe every N requests of a model. Default 3, range 1..100000.
+	ProbeInterval int `yaml:"probe_interval"`
+	// ProbeMaxPerMinute caps probe launches over all models. Default unset
+	// (unlimited), range 1..10000; 0 also means unlimited.
+	ProbeMaxPerMinute int `yaml:"probe_max_per_minute"`
+	// SampleWindow keeps samples this recent for scoring. Default 300 s, range 1..86400 s.
+	SampleWindow Duration `yaml:"sample_window"`
+	// ConfigPollInterval between config file checks. Default 2 s; 0 = off; range 0..86400 s.
+	ConfigPollInterval *Duration `yaml:"config_poll_interval"`
+	// QuotaPauseDefaultSeconds when a quota answer states no reset. Default 60, range 1..86400.
+	QuotaPauseDefaultSeconds int `yaml:"quota_pause_default_seconds"`
+	// WritePrimary writes the active provider back to the config as
+	// primary: true at shutdown. Default false.
+	WritePrimary bool `yaml:"write_primary"`
+}
+
+// Probing reports whether background probing is on (default true).
+func (p Performance) Probing() bool { return p.ProbingEnabled == nil || *p.ProbingEnabled }
+
+// Auth configures incoming authentication.
+type Auth struct {
+	// Token, when set, is required on every /v1 request (Bearer or x-api-key).
+	Token string `yaml:"token"`
+	// MetricsToken, when set, is required on /metrics only.
+	MetricsToken string `yaml:"metrics_token"`
+}
+
+// Limits bound requests.
+type Limits struct {
+	// MaxRequestBody in bytes. Default 10 MiB, range 1024..100 MiB.
+	MaxRequestBody int64 `yaml:"max_request_body"`
+}
+
+// Health configures provider health tracking.
+type Health struct {
+	Breaker Breaker `yaml:"breaker"`
+}
+
+// Breaker is the per-provider circuit breaker.
+type Breaker struct {
+	// Threshold failures within Window open the circuit. Default 3, range 0..1000 (0 disables).
+	Threshold *int `yaml:"threshold"`
+	// Window is the sliding failure window. Default 60 s, range 1..86400 s.
+	Window Duration `yaml:"window"`
+	// Cooldown before a half-open probe. Default 60 s, range 1..86400 s.
+	Cooldown Duration `yaml:"cooldown"`
+}
+
+// Duration is a time.Duration that YAML may give as a number of seconds
+// (fractions allowed) or a Go duration string ("500ms", "2m").
+type Duration time.Duration
+
+// D returns the value as a time.Duration.
+func (d Duration) D() time.Duration { return time.Duration(d) }
+
+// Toggle is a duration that may also be `false` (disabled) or `true`
+// (use the global value).
+type Toggle struct {
+	Disabled bool
+	Value    Duration
+}

@@ -1,0 +1,54 @@
+// Package provider defines what an upstream LLM provider is to the gateway:
+// one Send per attempt, an OpenAI-shaped answer, and a typed error that the
+// attempt loop classifies without string matching.
+package provider
+
+import (
+	"context"
+	"io"
+	"net/http"
+)
+
+// Endpoint is an OpenAI API operation, named by its path under /v1.
+type Endpoint string
+
+const (
+	Chat        Endpoint = "chat/completions"
+	Completions Endpoint = "completions"
+	Responses   Endpoint = "responses"
+	Embeddings  Endpoint = "embeddings"
+)
+
+// Request is one attempt's input. Body is an OpenAI-shaped request whose
+// "model" already names the provider's model; providers that speak another
+// protocol translate it. A Request is never mutated by Send, so the attempt
+// loop may send it again.
+type Request struct {
+	Endpoint Endpoint
+	Body     []byte
+	Stream   bool
+	// Model is the provider's model name (already written into Body).
+	Model string
+	// Header holds client headers to forward (already filtered) and the
+	// model entry's headers; provider headers go under them.
+	Header http.Header
+	// APIKey is the key chosen for this attempt ("" = the provider's first).
+	APIKey string
+}
+
+// Response is a successful (2xx) upstream answer in OpenAI shape. Body is a
+// JSON document, or an SSE stream when Stream is true. The caller closes Body.
+type Response struct {
+	Status int
+	Header http.Header
+	Body   io.ReadCloser
+	Stream bool
+}
+
+// Provider sends requests to one upstream. Implementations are safe for
+// concurrent use and hold no per-request state.
+type Provider interface {
+	// Send performs one attempt. A non-2xx answer, a transport failure or an
+	// unusable answer is returned as *Error.
+	Send(ctx context.Context, req *Request) (*Response, error)
+}
