@@ -78,6 +78,14 @@ type Mock struct {
 	FailRate float64 `yaml:"fail_rate"`
 	// FailStatus is the HTTP status of a simulated failure. Default 500, range 400..599.
 	FailStatus int `yaml:"fail_status"`
+	// FailHeaders are sent with a simulated failure (e.g. Retry-After).
+	FailHeaders map[string]string `yaml:"fail_headers"`
+	// FailFirst fails the first N requests after each (re)start. Default 0.
+	FailFirst int `yaml:"fail_first"`
+	// Hang makes every request wait, sending nothing, until the caller gives up.
+	Hang bool `yaml:"hang"`
+	// CutAfterChunks ends streams abruptly after K content chunks; 0 = never.
+	CutAfterChunks int `yaml:"cut_after_chunks"`
 }
 
 // Model is a client-facing model name routed to one or more providers.
