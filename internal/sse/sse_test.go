@@ -1,0 +1,119 @@
+package sse
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"net/http/httptest"
+	"strings"
+	"testing"
+)
+
+type got struct {
+	name, data string
+	comments   int
+}
+
+func readAll(t *testing.T, in string) ([]got, string, error) {
+	t.Helper()
+	r := NewReader(strings.NewReader(in))
+	var out []got
+	var raw bytes.Buffer
+	for {
+		ev, err := r.Next()
+		raw.Write(ev.Raw)
+		if err != nil {
+			if err == io.EOF {
+				return out, raw.String(), nil
+			}
+			return out, raw.String(), err
+		}
+		out = append(out, got{ev.Name, string(ev.Data), len(ev.Comments)})
+	}
+}
+
+func TestReader(t *testing.T) {
+	tests := []struct {
+		name    string
+		in      string
+		want    []got
+		wantErr error
+	}{
+		{"openai chunks", "data: {\"a\":1}\n\ndata: [DONE]\n\n", []got{{"", `{"a":1}`, 0}, {"", "[DONE]", 0}}, nil},
+		{"named events", "event: message_start\ndata: {}\n\nevent: ping\ndata: {\"type\":\"ping\"}\n\n", []got{{"message_start", "{}", 0}, {"ping", `{"type":"ping"}`, 0}}, nil},
+		{"crlf and cr", "data: x\r\n\r\ndata: y\r\rdata: z\n\n", []got{{"", "x", 0}, {"", "y", 0}, {"", "z", 0}}, nil},
+		{"multi-line data", "data: a\ndata: b\n\n", []got{{"", "a\nb", 0}}, nil},
+		{"no space after colon", "data:{}\n\n", []got{{"", "{}", 0}}, nil},
+		{"comment event", ": energy {\"duration_seconds\":1.5}\n\n", []got{{"", "", 1}}, nil},
+		{"stray blank lines", "\n\ndata: a\n\n\n\ndata: b\n\n", []got{{"", "a", 0}, {"", "b", 0}}, nil},
+		{"last event without blank line", "data: a\n\ndata: b\n", []got{{"", "a", 0}, {"", "b", 0}}, nil},
+		{"last event without newline", "data: a", []got{{"", "a", 0}}, nil},
+		{"ignored fields", "id: 7\nretry: 10\ndata: a\n\n", []got{{"", "a", 0}}, nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			out, raw, err := readAll(t, tc.in)
+			if !errors.Is(err, tc.wantErr) {
+				t.Fatalf("err = %v, want %v", err, tc.wantErr)
+			}
+			if len(out) != len(tc.want) {
+				t.Fatalf("events = %+v, want %+v", out, tc.want)
+			}
+			for i := range out {
+				if out[i] != tc.want[i] {
+					t.Errorf("event %d = %+v, want %+v", i, out[i], tc.want[i])
+				}
+			}
+			// Raw bytes of all events, minus skipped stray blank lines,
+			// reassemble the stream: relays forward byte for byte.
+			if strings.ReplaceAll(raw, "\n", "") != strings.ReplaceAll(strings.ReplaceAll(tc.in, "\n", ""), "", "") {
+				t.Errorf("raw = %q, want the input's bytes %q", raw, tc.in)
+			}
+		})
+	}
+}
+
+func TestReaderTooLong(t *testing.T) {
+	in := "data: " + strings.Repeat("x", MaxEventSize+10) + "\n\n"
+	_, _, err := readAll(t, in)
+	if !errors.Is(err, ErrTooLong) {
+		t.Fatalf("err = %v, want ErrTooLong", err)
+	}
+}
+
+func TestWriterFlushesEachEvent(t *testing.T) {
+	rec := httptest.NewRecorder()
+	w := NewWriter(rec)
+	if err := w.Event("ping", []byte(`{"type":"ping"}`)); err != nil {
+		t.Fatal(err)
+	}
+	if !rec.Flushed {
+		t.Fatal("event was not flushed")
+	}
+	_ = w.Data([]byte(`{}`))
+	_ = w.Done()
+	want := "event: ping\ndata: {\"type\":\"ping\"}\n\ndata: {}\n\ndata: [DONE]\n\n"
+	if rec.Body.String() != want {
+		t.Fatalf("body = %q, want %q", rec.Body.String(), want)
+	}
+}
+
+func FuzzReader(f *testing.F) {
+	for _, s := range []string{"data: {}\n\n", "event: a\r\ndata: b\r\n\r\n", ": c\n\n", "data", "\r\r\n\n", "data: [DONE]\n\n"} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		r := NewReader(bytes.NewReader(b))
+		total := 0
+		for i := 0; i < len(b)+2; i++ {
+			ev, err := r.Next()
+			total += len(ev.Raw)
+			if err != nil {
+				break
+			}
+		}
+		if total > len(b) {
+			t.Fatalf("read %d raw bytes from %d input bytes", total, len(b))
+		}
+	})
+}
