@@ -1,0 +1,159 @@
+package provider
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+)
+
+// ClientOptions are the upstream I/O bounds (config timeouts.*).
+type ClientOptions struct {
+	// Open bounds dial and TLS handshake.
+	Open time.Duration
+	// Read bounds every wait for upstream bytes: response headers and each
+	// chunk of a stream.
+	Read time.Duration
+	// Write bounds each write of the request.
+	Write time.Duration
+}
+
+// NewHTTPClient returns the one upstream client the gateway shares: pooled
+// per host, HTTP/2 when the upstream offers it, keep-alive, TCP_NODELAY (Go's
+// default for TCP), compression accepted. Read and write bounds are applied
+// as per-I/O deadlines on the connection, so no per-request timer or
+// goroutine is needed.
+func NewHTTPClient(o ClientOptions) *http.Client {
+	dialer := &net.Dialer{Timeout: o.Open, KeepAlive: 30 * time.Second}
+	t := &http.Transport{
+		Proxy: http.ProxyFromEnvironment,
+		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			c, err := dialer.DialContext(ctx, network, addr)
+			if err != nil {
+				return nil, err
+			}
+			return &deadlineConn{Conn: c, read: o.Read, write: o.Write}, nil
+		},
+		ForceAttemptHTTP2:     true,
+		TLSClientConfig:       &tls.Config{MinVersion: tls.VersionTLS12},
+		TLSHandshakeTimeout:   o.Open,
+		ResponseHeaderTimeout: o.Read,
+		ExpectContinueTimeout: time.Second,
+		MaxIdleConns:          1024,
+		MaxIdleConnsPerHost:   256,
+		IdleConnTimeout:       60 * time.Second,
+		// Big enough that a streamed chunk is read in one call.
+		ReadBufferSize:  32 << 10,
+		WriteBufferSize: 32 << 10,
+	}
+	return &http.Client{
+		Transport: t,
+		// Upstream redirects are not followed: a POST must not silently
+		// turn into a GET somewhere else.
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
+}
+
+// deadlineConn arms a fresh deadline before every read and write, turning
+// "no bytes for d" into a timeout error without any timer per request.
+type deadlineConn struct {
+	net.Conn
+	read, write time.Duration
+}
+
+func (c *deadlineConn) Read(b []byte) (int, error) {
+	if c.read > 0 {
+		_ = c.Conn.SetReadDeadline(time.Now().Add(c.read))
+	}
+	return c.Conn.Read(b)
+}
+
+func (c *deadlineConn) Write(b []byte) (int, error) {
+	if c.write > 0 {
+		_ = c.Conn.SetWriteDeadline(time.Now().Add(c.write))
+	}
+	return c.Conn.Write(b)
+}
+
+// Prewarm opens a connection to each origin in the background by sending a
+// bounded HEAD request; failures are ignored since real requests decide.
+func Prewarm(client *http.Client, origins []string, timeout time.Duration) {
+	var wg sync.WaitGroup
+	for _, o := range origins {
+		wg.Add(1)
+		go func(o string) {
+			defer wg.Done()
+			ctx, cancel := context.WithTimeout(context.Background(), timeout)
+			defer cancel()
+			req, err := http.NewRequestWithContext(ctx, http.MethodHead, o, nil)
+			if err != nil {
+				return
+			}
+			if resp, err := client.Do(req); err == nil {
+				_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4096))
+				resp.Body.Close()
+			}
+		}(o)
+	}
+	wg.Wait()
+}
+
+// ReadErrorBody reads at most MaxErrorBody bytes of an error answer and
+// closes it.
+func ReadErrorBody(body io.ReadCloser) []byte {
+	defer body.Close()
+	b, _ := io.ReadAll(io.LimitReader(body, MaxErrorBody))
+	return b
+}
+
+// MaxUnaryBody bounds a buffered (non-streamed) upstream answer.
+const MaxUnaryBody = 32 << 20
+
+// ReadUnary reads a whole unary answer, bounded by MaxUnaryBody.
+func ReadUnary(ctx context.Context, body io.ReadCloser) ([]byte, error) {
+	defer body.Close()
+	var buf bytes.Buffer
+	n, err := buf.ReadFrom(io.LimitReader(body, MaxUnaryBody+1))
+	if err != nil {
+		return nil, TransportError(ctx, err)
+	}
+	if n > MaxUnaryBody {
+		return nil, &Error{Kind: KindBadResponse, Msg: "upstream answer larger than 32 MiB"}
+	}
+	return buf.Bytes(), nil
+}
+
+// ClassifyDoError turns an http.Client.Do failure into *Error. An EOF before
+// any response byte on a pooled connection is KindStaleConn: the server
+// closed an idle keep-alive connection as we reused it.
+func ClassifyDoError(ctx context.Context, err error) *Error {
+	if ctx.Err() == nil && (errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		strings.Contains(err.Error(), "server closed idle connection")) {
+		return &Error{Kind: KindStaleConn, Msg: "connection closed before response", Err: err}
+	}
+	return TransportError(ctx, err)
+}
+
+// IsJSONContentType reports whether a Content-Type names JSON (or is absent,
+// which many self-hosted servers do).
+func IsJSONContentType(ct string) bool {
+	if ct == "" {
+		return true
+	}
+	ct = strings.ToLower(ct)
+	return strings.Contains(ct, "json")
+}
+
+// IsEventStream reports whether a Content-Type is text/event-stream.
+func IsEventStream(ct string) bool {
+	return strings.HasPrefix(strings.ToLower(strings.TrimSpace(ct)), "text/event-stream")
+}
+
+// NopBody wraps a buffered answer as a Response body.
+func NopBody(b []byte) io.ReadCloser { return io.NopCloser(bytes.NewReader(b)) }
