@@ -31,6 +31,9 @@ type Config struct {
 
 	// Path is the file the config was read from ("" when parsed from bytes).
 	Path string `yaml:"-"`
+
+	// models indexes Models by name for Model; built by Parse.
+	models map[string]*Model
 }
 
 // Provider is one upstream, defined once and referenced by models.

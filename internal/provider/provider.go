@@ -17,6 +17,9 @@ const (
 	Completions Endpoint = "completions"
 	Responses   Endpoint = "responses"
 	Embeddings  Endpoint = "embeddings"
+	// Messages is Anthropic's Messages API, used when an Anthropic client's
+	// request goes to an Anthropic provider untranslated.
+	Messages Endpoint = "messages"
 )
 
 // Request is one attempt's input. Body is an OpenAI-shaped request whose
