@@ -1,0 +1,71 @@
+package config
+
+import "time"
+
+// Model returns the model named name, or nil. It is a map lookup for a
+// Config from Parse/Load and a scan for one built by hand (tests).
+func (c *Config) Model(name string) *Model {
+	if c.models != nil {
+		return c.models[name]
+	}
+	for _, m := range c.Models {
+		if m.Name == name {
+			return m
+		}
+	}
+	return nil
+}
+
+// Primary returns the index of the provider entry marked primary: true, or
+// 0 when none is.
+func (m *Model) Primary() int {
+	for i, p := range m.Providers {
+		if p.Primary {
+			return i
+		}
+	}
+	return 0
+}
+
+// TTFTFor returns the first-token timeout for m: its ttft_timeout when set,
+// 0 (off) when that is false, else timeouts.ttft. m may be nil.
+func (c *Config) TTFTFor(m *Model) time.Duration {
+	if m != nil && m.TTFTTimeout != nil {
+		switch t := m.TTFTTimeout; {
+		case t.Disabled:
+			return 0
+		case t.Value > 0:
+			return t.Value.D()
+		}
+	}
+	return c.Timeouts.TTFT.D()
+}
+
+// ProbingFor reports whether background probing runs for m: its
+// probing_enabled when set, else performance.probing_enabled.
+func (c *Config) ProbingFor(m *Model) bool {
+	if m != nil && m.ProbingEnabled != nil {
+		return *m.ProbingEnabled
+	}
+	return c.Performance.Probing()
+}
+
+// AutoSwitchFor reports whether m may switch its active provider on
+// measurements; always false when probing is off for m.
+func (c *Config) AutoSwitchFor(m *Model) bool {
+	if !c.ProbingFor(m) {
+		return false
+	}
+	if m != nil && m.AutoSwitch != nil {
+		return *m.AutoSwitch
+	}
+	return c.Performance.AutoSwitch
+}
+
+// ProbeIntervalFor returns how many requests of m pass between probes.
+func (c *Config) ProbeIntervalFor(m *Model) int {
+	if m != nil && m.ProbeInterval != nil {
+		return *m.ProbeInterval
+	}
+	return c.Performance.ProbeInterval
+}

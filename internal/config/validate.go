@@ -1,0 +1,293 @@
+package config
+
+import (
+	"fmt"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+)
+
+const (
+	day = 24 * time.Hour
+	mib = 1 << 20
+)
+
+var (
+	providerTypes = []string{TypeOpenAI, TypeAnthropic, TypeGemini, TypeMock}
+	logLevels     = []string{"debug", "info", "warn", "error"}
+	logFormats    = []string{"text", "json"}
+)
+
+func modelPath(i int) string    { return fmt.Sprintf("models[%d]", i) }
+func providerPath(j int) string { return fmt.Sprintf(".providers[%d]", j) }
+
+// validate checks every rule and records every failure; it never stops at
+// the first.
+func (l *loader) validate(c *Config) {
+	l.validateTimeouts(&c.Timeouts)
+	l.validateRetries(&c.Retries)
+	l.oneOf("logging.level", c.Logging.Level, logLevels)
+	l.oneOf("logging.format", c.Logging.Format, logFormats)
+
+	tl := &c.Metrics.TPSLog
+	l.durRange("metrics.tps_log.interval", *tl.Interval, 0, time.Hour)
+	l.durRange("metrics.tps_log.activity_window", tl.ActivityWindow, time.Second, day)
+	l.durRange("metrics.tps_log.eval_window", tl.EvalWindow, time.Second, day)
+	l.intRange("metrics.tps_log.min_tokens", int64(*tl.MinTokens), 0, 1e9)
+
+	p := &c.Performance
+	l.intRange("performance.probe_interval", int64(p.ProbeInterval), 1, 100000)
+	l.intRange("performance.probe_max_per_minute", int64(p.ProbeMaxPerMinute), 0, 10000)
+	l.durRange("performance.sample_window", p.SampleWindow, time.Second, day)
+	l.durRange("performance.config_poll_interval", *p.ConfigPollInterval, 0, day)
+	l.intRange("performance.quota_pause_default_seconds", int64(p.QuotaPauseDefaultSeconds), 1, 86400)
+
+	l.intRange("limits.max_request_body", c.Limits.MaxRequestBody, 1024, 100*mib)
+
+	b := &c.Health.Breaker
+	l.intRange("health.breaker.threshold", int64(*b.Threshold), 0, 1000)
+	l.durRange("health.breaker.window", b.Window, time.Second, day)
+	l.durRange("health.breaker.cooldown", b.Cooldown, time.Second, day)
+
+	names := make([]string, 0, len(c.Providers))
+	for name := range c.Providers {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		l.validateProvider(name, c.Providers[name])
+	}
+	l.validateModels(c, names)
+}
+
+func (l *loader) validateTimeouts(t *Timeouts) {
+	l.durRange("timeouts.open", t.Open, time.Second, day)
+	l.durRange("timeouts.read", t.Read, time.Second, day)
+	l.durRange("timeouts.write", t.Write, time.Second, day)
+	reqOK := l.durRange("timeouts.request", t.Request, time.Second, day)
+	l.durRange("timeouts.shutdown", t.Shutdown, 0, time.Hour)
+	// ttft 0 means off, as when omitted.
+	if t.TTFT == 0 {
+		return
+	}
+	if l.durRange("timeouts.ttft", t.TTFT, time.Second, day) && reqOK && t.Request < t.TTFT {
+		// Blame the field the user wrote: the other one is a default.
+		if l.has("timeouts.request") {
+			l.errAt("timeouts.request", "must not be shorter than timeouts.ttft (%s)", t.TTFT)
+		} else {
+			l.errAt("timeouts.ttft", "must not exceed timeouts.request (%s, the default)", t.Request)
+		}
+	}
+}
+
+func (l *loader) validateRetries(r *Retries) {
+	l.intRange("retries.max_attempts", int64(r.MaxAttempts), 1, 10)
+	l.intRange("retries.max_rounds", int64(r.MaxRounds), 1, 10)
+	baseOK := r.BackoffBase > 0 && r.BackoffBase <= Duration(time.Minute)
+	if !baseOK {
+		l.errAt("retries.backoff_base", "must be greater than 0 and at most 60s, got %s", r.BackoffBase)
+	}
+	if l.durRange("retries.max_backoff", r.MaxBackoff, time.Second, day) && baseOK && r.MaxBackoff < r.BackoffBase {
+		if l.has("retries.max_backoff") {
+			l.errAt("retries.max_backoff", "must not be less than retries.backoff_base (%s)", r.BackoffBase)
+		} else {
+			l.errAt("retries.backoff_base", "must not exceed retries.max_backoff (%s, the default)", r.MaxBackoff)
+		}
+	}
+}
+
+func (l *loader) validateProvider(name string, p *Provider) {
+	base := "providers." + name
+	if strings.TrimSpace(name) == "" {
+		l.errAt(base, "provider name must not be empty")
+	}
+	l.oneOf(base+".type", p.Type, providerTypes)
+	mock := p.Type == TypeMock
+	switch {
+	case p.BaseURL != "":
+		if u, err := url.Parse(p.BaseURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Hostname() == "" {
+			l.errAt(base+".base_url", "want an http:// or https:// URL with a host, got %q", p.BaseURL)
+		}
+	case !mock:
+		l.errAt(base+".base_url", "required")
+	}
+	if !mock && p.APIKey == "" && len(p.APIKeys) == 0 {
+		l.errAt(base+".api_key", "required (or a non-empty api_keys list)")
+	}
+	for i, k := range p.APIKeys {
+		if strings.TrimSpace(k) == "" {
+			l.errAt(fmt.Sprintf("%s.api_keys[%d]", base, i), "must not be empty")
+		}
+	}
+	l.headers(base+".headers", p.Headers)
+	if p.Mock == nil {
+		return
+	}
+	mb := base + ".mock"
+	if !mock {
+		l.errAt(mb, "only allowed with type: mock (type is %q)", p.Type)
+		return
+	}
+	m := p.Mock
+	l.intRange(mb+".ttft_ms", int64(m.TTFTMs), 0, 600000)
+	l.floatRange(mb+".tokens_per_second", m.TokensPerSecond, 0, 1e6)
+	l.intRange(mb+".tokens", int64(m.Tokens), 1, 100000)
+	l.floatRange(mb+".fail_rate", m.FailRate, 0, 1)
+	l.intRange(mb+".fail_status", int64(m.FailStatus), 400, 599)
+	if m.FailFirst < 0 {
+		l.errAt(mb+".fail_first", "must not be negative, got %d", m.FailFirst)
+	}
+	if m.CutAfterChunks < 0 {
+		l.errAt(mb+".cut_after_chunks", "must not be negative, got %d", m.CutAfterChunks)
+	}
+	l.headers(mb+".fail_headers", m.FailHeaders)
+}
+
+func (l *loader) validateModels(c *Config, providers []string) {
+	if len(c.Models) == 0 {
+		l.errAt("models", "at least one model is required")
+		return
+	}
+	known := "no providers are defined"
+	if len(providers) > 0 {
+		known = "known: " + strings.Join(providers, ", ")
+	}
+	first := map[string]int{}
+	for i, m := range c.Models {
+		base := modelPath(i)
+		switch j, dup := first[m.Name]; {
+		case strings.TrimSpace(m.Name) == "":
+			l.errAt(base+".name", "required")
+		case dup:
+			l.errAt(base+".name", "duplicate model name %q (first at line %d)", m.Name, l.lineOf(modelPath(j)+".name"))
+		default:
+			first[m.Name] = i
+		}
+		if m.ContextLength < 0 {
+			l.errAt(base+".context_length", "must not be negative, got %d", m.ContextLength)
+		}
+		if m.ProbeInterval != nil {
+			l.intRange(base+".probe_interval", int64(*m.ProbeInterval), 1, 100000)
+		}
+		// true parses as a zero, non-disabled Toggle meaning "use the
+		// global"; a literal 0 is out of range like any other value.
+		if t := m.TTFTTimeout; t != nil && !t.Disabled && !(t.Value == 0 && l.isBool(base+".ttft_timeout")) {
+			if t.Value == 0 {
+				l.errAt(base+".ttft_timeout", "must be between 1s and 86400s, got 0s (use false to disable)")
+			} else {
+				l.durRange(base+".ttft_timeout", t.Value, time.Second, day)
+			}
+		}
+		if len(m.Providers) == 0 {
+			l.errAt(base+".providers", "at least one provider is required")
+		}
+		primary := -1
+		seen := map[string]int{}
+		for j, mp := range m.Providers {
+			pb := base + providerPath(j)
+			switch k, dup := seen[mp.Provider]; {
+			case mp.Provider == "":
+				l.errAt(pb+".provider", "required")
+			case c.Providers[mp.Provider] == nil:
+				l.errAt(pb+".provider", "unknown provider %q (%s)", mp.Provider, known)
+			case dup:
+				l.errAt(pb+".provider", "provider %q is already listed at providers[%d] of this model", mp.Provider, k)
+			default:
+				seen[mp.Provider] = j
+			}
+			// Without a model name the default is empty too; "name: required" says it.
+			if mp.Model == "" && (m.Name != "" || l.has(pb+".model")) {
+				l.errAt(pb+".model", "must not be empty")
+			}
+			if mp.Primary {
+				if primary >= 0 {
+					l.errAt(pb+".primary", "providers[%d] of this model is already primary; at most one may be", primary)
+				} else {
+					primary = j
+				}
+			}
+			l.headers(pb+".headers", mp.Headers)
+		}
+	}
+}
+
+func (l *loader) isBool(path string) bool {
+	n := l.nodes[path]
+	return n != nil && n.Kind == yaml.ScalarNode && n.ShortTag() == "!!bool"
+}
+
+// headers checks names are HTTP tokens and values cannot split a header.
+func (l *loader) headers(base string, h map[string]string) {
+	keys := make([]string, 0, len(h))
+	for k := range h {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		p := base + "." + k
+		if !isToken(k) {
+			l.errAt(p, "invalid header name %q", k)
+		}
+		if strings.ContainsAny(h[k], "\r\n\x00") {
+			l.errAt(p, "header value must not contain CR, LF or NUL")
+		}
+	}
+}
+
+// isToken reports whether s is an RFC 9110 token.
+func isToken(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+		case strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0:
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+func (l *loader) oneOf(path, v string, allowed []string) {
+	if !slices.Contains(allowed, v) {
+		l.errAt(path, "must be one of %s, got %q", strings.Join(allowed, ", "), v)
+	}
+}
+
+func (l *loader) intRange(path string, v, lo, hi int64) bool {
+	if v < lo || v > hi {
+		l.errAt(path, "must be between %d and %d, got %d", lo, hi, v)
+		return false
+	}
+	return true
+}
+
+func (l *loader) floatRange(path string, v, lo, hi float64) bool {
+	if !(v >= lo && v <= hi) { // also rejects NaN
+		l.errAt(path, "must be between %g and %g, got %g", lo, hi, v)
+		return false
+	}
+	return true
+}
+
+func (l *loader) durRange(path string, d Duration, lo, hi time.Duration) bool {
+	if d.D() < lo || d.D() > hi {
+		l.errAt(path, "must be between %s and %s, got %s", secs(lo), secs(hi), d)
+		return false
+	}
+	return true
+}
+
+// secs prints a bound in seconds, the unit the docs use.
+func secs(d time.Duration) string {
+	if d%time.Second == 0 {
+		return fmt.Sprintf("%ds", d/time.Second)
+	}
+	return d.String()
+}
