@@ -59,6 +59,9 @@ type Error struct {
 	// Msg is a short human reason, never containing secrets.
 	Msg string
 	Err error
+	// KeyIndex is the provider key the attempt used, so that a quota
+	// answer pauses that key only.
+	KeyIndex int
 }
 
 func (e *Error) Error() string {

@@ -35,8 +35,10 @@ type Request struct {
 	// Header holds client headers to forward (already filtered) and the
 	// model entry's headers; provider headers go under them.
 	Header http.Header
-	// APIKey is the key chosen for this attempt ("" = the provider's first).
-	APIKey string
+	// APIKey is the key chosen for this attempt ("" = the provider's own
+	// rotation); KeyIndex is its position in the provider's keys.
+	APIKey   string
+	KeyIndex int
 }
 
 // Response is a successful (2xx) upstream answer in OpenAI shape. Body is a

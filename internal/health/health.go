@@ -1,0 +1,253 @@
+// Package health answers one question for the attempt loop: may this
+// provider take a request now? A circuit breaker (5xx, 529, transport
+// failures and timeouts) and a quota pause (429, 402, quota-flavoured 403)
+// stand behind one Available check. State is keyed by the provider's
+// config name, so it survives config reloads.
+package health
+
+import (
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"switchboard/internal/clock"
+)
+
+// Settings are the breaker and pause parameters of one config snapshot.
+type Settings struct {
+	// Threshold failures within Window open the circuit; 0 disables it.
+	Threshold int
+	Window    time.Duration
+	// Cooldown before one half-open probe is let through.
+	Cooldown time.Duration
+	// DefaultPause applies when a quota answer states no reset.
+	DefaultPause time.Duration
+}
+
+// Outcome of one attempt, as the breaker sees it.
+type Outcome int
+
+const (
+	// Success closes the circuit.
+	Success Outcome = iota
+	// Failure counts toward opening it (5xx, 529, transport, timeout).
+	Failure
+	// Neutral neither counts nor heals (429, other 4xx, client gone).
+	Neutral
+)
+
+// Registry holds every provider's health.
+type Registry struct {
+	clock    clock.Clock
+	settings atomic.Pointer[Settings]
+	states   sync.Map // provider name -> *state
+}
+
+// New returns a registry reading time from c.
+func New(c clock.Clock, s Settings) *Registry {
+	r := &Registry{clock: c}
+	r.settings.Store(&s)
+	return r
+}
+
+// Configure swaps the settings (on config reload); state is kept.
+func (r *Registry) Configure(s Settings) { r.settings.Store(&s) }
+
+// Settings returns the current settings.
+func (r *Registry) Settings() Settings { return *r.settings.Load() }
+
+type state struct {
+	mu        sync.Mutex
+	failures  []time.Time
+	open      bool
+	openedAt  time.Time
+	probing   bool // a half-open probe is in flight
+	pause     time.Time
+	reason    string
+	keyPauses map[int]time.Time
+	nextKey   int
+
+	successes, errors int64
+	lastSuccess       time.Time
+}
+
+func (r *Registry) state(name string) *state {
+	if s, ok := r.states.Load(name); ok {
+		return s.(*state)
+	}
+	s, _ := r.states.LoadOrStore(name, &state{})
+	return s.(*state)
+}
+
+// Available reports whether the provider may take a request now: not
+// quota-paused, and its circuit closed or ready for a half-open probe.
+func (r *Registry) Available(name string) bool {
+	now := r.clock.Now()
+	set := r.settings.Load()
+	s := r.state(name)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if now.Before(s.pause) {
+		return false
+	}
+	return !s.open || (!s.probing && !now.Before(s.openedAt.Add(set.Cooldown)))
+}
+
+// Begin claims the right to send to an available provider. For an open
+// circuit past its cooldown exactly one caller wins the half-open probe.
+// forced sends regardless (every provider was unavailable).
+func (r *Registry) Begin(name string, forced bool) bool {
+	if forced {
+		return true
+	}
+	now := r.clock.Now()
+	set := r.settings.Load()
+	s := r.state(name)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if now.Before(s.pause) {
+		return false
+	}
+	if !s.open {
+		return true
+	}
+	if s.probing || now.Before(s.openedAt.Add(set.Cooldown)) {
+		return false
+	}
+	s.probing = true
+	return true
+}
+
+// Observe records an attempt's outcome.
+func (r *Registry) Observe(name string, o Outcome) {
+	now := r.clock.Now()
+	set := r.settings.Load()
+	s := r.state(name)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch o {
+	case Success:
+		s.successes++
+		s.lastSuccess = now
+		s.open, s.probing = false, false
+		s.failures = s.failures[:0]
+	case Failure:
+		s.errors++
+		if set.Threshold <= 0 {
+			return
+		}
+		if s.open {
+			if s.probing {
+				// The half-open probe failed: a fresh cooldown.
+				s.probing = false
+				s.openedAt = now
+			}
+			return
+		}
+		cut := now.Add(-set.Window)
+		kept := s.failures[:0]
+		for _, t := range s.failures {
+			if t.After(cut) {
+				kept = append(kept, t)
+			}
+		}
+		s.failures = append(kept, now)
+		if len(s.failures) >= set.Threshold {
+			s.open, s.openedAt = true, now
+			s.failures = s.failures[:0]
+		}
+	case Neutral:
+		s.errors++
+		// A probe that got a neutral answer proved nothing; let another try.
+		s.probing = false
+	}
+}
+
+// Pause quota-pauses the provider (or, with keys > 1, only the key at
+// index key) until now+d; the provider pauses when all its keys are
+// paused. A new pause never shortens an existing one.
+func (r *Registry) Pause(name string, key, keys int, d time.Duration, reason string) {
+	now := r.clock.Now()
+	until := now.Add(d)
+	s := r.state(name)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if keys > 1 {
+		if s.keyPauses == nil {
+			s.keyPauses = make(map[int]time.Time)
+		}
+		if until.After(s.keyPauses[key]) {
+			s.keyPauses[key] = until
+		}
+		earliest := time.Time{}
+		for i := 0; i < keys; i++ {
+			t := s.keyPauses[i]
+			if !t.After(now) {
+				return // a key is still usable
+			}
+			if earliest.IsZero() || t.Before(earliest) {
+				earliest = t
+			}
+		}
+		until = earliest
+	}
+	if until.After(s.pause) {
+		s.pause, s.reason = until, reason
+	}
+}
+
+// PickKey returns the next key index to use, skipping paused keys; with
+// every key paused it still rotates.
+func (r *Registry) PickKey(name string, keys int) int {
+	if keys <= 1 {
+		return 0
+	}
+	now := r.clock.Now()
+	s := r.state(name)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i := 0; i < keys; i++ {
+		k := (s.nextKey + i) % keys
+		if !s.keyPauses[k].After(now) {
+			s.nextKey = k + 1
+			return k
+		}
+	}
+	k := s.nextKey % keys
+	s.nextKey = k + 1
+	return k
+}
+
+// Status is a snapshot for health endpoints and persistence.
+type Status struct {
+	CircuitOpen bool
+	OpenedAt    time.Time
+	PausedUntil time.Time
+	PauseReason string
+	Successes   int64
+	Errors      int64
+	LastSuccess time.Time
+}
+
+// Status returns the provider's current health.
+func (r *Registry) Status(name string) Status {
+	now := r.clock.Now()
+	s := r.state(name)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := Status{CircuitOpen: s.open, OpenedAt: s.openedAt, Successes: s.successes, Errors: s.errors, LastSuccess: s.lastSuccess}
+	if now.Before(s.pause) {
+		st.PausedUntil, st.PauseReason = s.pause, s.reason
+	}
+	return st
+}
+
+// Restore loads persisted state for a provider (at boot).
+func (r *Registry) Restore(name string, st Status) {
+	s := r.state(name)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.open, s.openedAt = st.CircuitOpen, st.OpenedAt
+	s.pause, s.reason = st.PausedUntil, st.PauseReason
+	s.successes, s.errors, s.lastSuccess = st.Successes, st.Errors, st.LastSuccess
+}

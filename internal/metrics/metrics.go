@@ -1,0 +1,69 @@
+// Package metrics holds the gateway's Prometheus collectors. Labels stay
+// bounded: routes, statuses, provider and model names from the config,
+// reasons from a fixed list; never a request id or user text.
+package metrics
+
+import (
+	"net/http"
+	"strconv"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// Metrics is one registry with the gateway's collectors.
+type Metrics struct {
+	Registry *prometheus.Registry
+
+	Requests        *prometheus.CounterVec
+	RequestDuration *prometheus.HistogramVec
+	InFlight        prometheus.Gauge
+	ProviderSuccess *prometheus.CounterVec
+	ProviderFailure *prometheus.CounterVec
+	QuotaPaused     *prometheus.CounterVec
+	UpstreamTTFT    *prometheus.HistogramVec
+}
+
+// New registers the collectors on a fresh registry.
+func New() *Metrics {
+	r := prometheus.NewRegistry()
+	m := &Metrics{
+		Registry: r,
+		Requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "switchboard_requests_total", Help: "Client requests by route and HTTP status.",
+		}, []string{"route", "status"}),
+		RequestDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "switchboard_request_duration_seconds", Help: "Client request duration, streams until their end.",
+			Buckets: []float64{0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300},
+		}, []string{"route"}),
+		InFlight: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "switchboard_inflight_requests", Help: "Client requests being served.",
+		}),
+		ProviderSuccess: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "switchboard_provider_success_total", Help: "Successful provider attempts.",
+		}, []string{"provider", "model"}),
+		ProviderFailure: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "switchboard_provider_failure_total", Help: "Failed provider attempts by reason.",
+		}, []string{"provider", "model", "reason"}),
+		QuotaPaused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "switchboard_provider_quota_paused_total", Help: "Quota pauses by reason.",
+		}, []string{"provider", "model", "reason"}),
+		UpstreamTTFT: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "switchboard_upstream_ttft_seconds", Help: "Time to first token of upstream streams.",
+			Buckets: []float64{0.1, 0.5, 1, 5, 10, 30, 60, 300},
+		}, []string{"provider", "model"}),
+	}
+	r.MustRegister(m.Requests, m.RequestDuration, m.InFlight, m.ProviderSuccess, m.ProviderFailure,
+		m.QuotaPaused, m.UpstreamTTFT,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+// Handler serves the exposition format.
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{})
+}
+
+// Status is a status code as a label value.
+func Status(code int) string { return strconv.Itoa(code) }

@@ -1,0 +1,60 @@
+package proxy
+
+import (
+	"errors"
+	"syscall"
+
+	"switchboard/internal/health"
+	"switchboard/internal/provider"
+)
+
+var (
+	errDeadline    = errors.New("request deadline passed")
+	errTTFT        = errors.New("no first token within the ttft timeout")
+	errEmptyStream = errors.New("stream ended before the first token")
+	errStreamError = errors.New("error event before the first token")
+)
+
+// Reason labels a failed attempt for logs, metrics and the client's
+// failure detail: quota_exhausted, rate_limited, client_error,
+// server_error, timeout, ttft_timeout, deadline, client_disconnect,
+// upstream_disconnect, connection_reset, stream_error, bad_response, error.
+func Reason(e *provider.Error) string {
+	switch {
+	case errors.Is(e.Err, errDeadline):
+		return "deadline"
+	case errors.Is(e.Err, errTTFT):
+		return "ttft_timeout"
+	case errors.Is(e.Err, errEmptyStream):
+		return "upstream_disconnect"
+	case errors.Is(e.Err, errStreamError):
+		return "stream_error"
+	}
+	switch e.Kind {
+	case provider.KindHTTP:
+		if q, ok := health.Quota(e.Status, e.Body); ok {
+			if q == health.ReasonRateLimited {
+				return "rate_limited"
+			}
+			return "quota_exhausted"
+		}
+		if e.Status >= 500 {
+			return "server_error"
+		}
+		return "client_error"
+	case provider.KindTimeout:
+		return "timeout"
+	case provider.KindCanceled:
+		return "client_disconnect"
+	case provider.KindStaleConn:
+		return "upstream_disconnect"
+	case provider.KindBadResponse:
+		return "bad_response"
+	case provider.KindTransport:
+		if errors.Is(e.Err, syscall.ECONNRESET) {
+			return "connection_reset"
+		}
+		return "error"
+	}
+	return "error"
+}

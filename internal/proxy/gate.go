@@ -1,0 +1,127 @@
+package proxy
+
+import (
+	"github.com/tidwall/gjson"
+
+	"switchboard/internal/provider"
+	"switchboard/internal/sse"
+)
+
+// Verdict is what one stream event means before the client has seen bytes.
+type Verdict int
+
+const (
+	// Hold: metadata (role-only chunk, created events); keep waiting.
+	Hold Verdict = iota
+	// Commit: the first content, reasoning, tool call or a clean finish has
+	// arrived; the stream belongs to this provider from now on.
+	Commit
+	// Fail: the upstream reported an error inside the stream.
+	Fail
+)
+
+// Gate classifies a stream event for the first-token gate.
+type Gate func(ev *sse.Event) Verdict
+
+// GateFor returns the gate of an endpoint's stream protocol.
+func GateFor(ep provider.Endpoint) Gate {
+	switch ep {
+	case provider.Chat:
+		return chatGate
+	case provider.Completions:
+		return completionsGate
+	case provider.Responses:
+		return responsesGate
+	case provider.Messages:
+		return messagesGate
+	}
+	return func(*sse.Event) Verdict { return Commit }
+}
+
+func chatGate(ev *sse.Event) Verdict {
+	if len(ev.Data) == 0 {
+		return Hold
+	}
+	if ev.Done() {
+		return Fail // [DONE] before any content: nothing was answered
+	}
+	r := gjson.ParseBytes(ev.Data)
+	if r.Get("error").Exists() {
+		return Fail
+	}
+	for _, c := range r.Get("choices").Array() {
+		d := c.Get("delta")
+		if d.Get("content").String() != "" || d.Get("reasoning_content").String() != "" ||
+			d.Get("reasoning").String() != "" || d.Get("thinking").String() != "" ||
+			d.Get("tool_calls").Exists() || d.Get("function_call").Exists() || d.Get("refusal").String() != "" {
+			return Commit
+		}
+		if f := c.Get("finish_reason"); f.Exists() && f.Type != gjson.Null {
+			return Commit
+		}
+	}
+	return Hold
+}
+
+func completionsGate(ev *sse.Event) Verdict {
+	if len(ev.Data) == 0 {
+		return Hold
+	}
+	if ev.Done() {
+		return Fail
+	}
+	r := gjson.ParseBytes(ev.Data)
+	if r.Get("error").Exists() {
+		return Fail
+	}
+	for _, c := range r.Get("choices").Array() {
+		if c.Get("text").String() != "" {
+			return Commit
+		}
+		if f := c.Get("finish_reason"); f.Exists() && f.Type != gjson.Null {
+			return Commit
+		}
+	}
+	return Hold
+}
+
+func responsesGate(ev *sse.Event) Verdict {
+	if ev.Done() {
+		return Fail
+	}
+	typ := ev.Name
+	if typ == "" {
+		typ = gjson.GetBytes(ev.Data, "type").String()
+	}
+	switch typ {
+	case "error", "response.failed":
+		return Fail
+	case "response.output_text.delta", "response.refusal.delta", "response.reasoning_text.delta",
+		"response.reasoning_summary_text.delta", "response.function_call_arguments.delta",
+		"response.completed", "response.incomplete":
+		return Commit
+	case "response.output_item.added":
+		if t := gjson.GetBytes(ev.Data, "item.type").String(); t != "message" && t != "reasoning" {
+			return Commit // tool calls and hosted tools are output too
+		}
+	}
+	return Hold
+}
+
+func messagesGate(ev *sse.Event) Verdict {
+	typ := ev.Name
+	if typ == "" {
+		typ = gjson.GetBytes(ev.Data, "type").String()
+	}
+	switch typ {
+	case "error":
+		return Fail
+	case "content_block_delta", "message_delta", "message_stop":
+		return Commit
+	case "content_block_start":
+		if gjson.GetBytes(ev.Data, "content_block.type").String() == "tool_use" {
+			return Commit
+		}
+	}
+	return Hold
+}

@@ -1,0 +1,500 @@
+// Package proxy is the attempt loop every endpoint shares, unary and
+// streaming: select the next provider, send, classify the outcome, then
+// retry the same provider, fall through to the next, start another round,
+// or stop. It never writes to the client: it hands back a Result whose
+// stream has not been committed to anyone yet, so that a failure before the
+// first token can still fall back invisibly.
+package proxy
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	"github.com/tidwall/sjson"
+
+	"switchboard/internal/clock"
+	"switchboard/internal/health"
+	"switchboard/internal/metrics"
+	"switchboard/internal/provider"
+	"switchboard/internal/route"
+	"switchboard/internal/sse"
+)
+
+// Options are one request's loop parameters, taken from the config snapshot.
+type Options struct {
+	MaxAttempts int
+	MaxRounds   int
+	BackoffBase time.Duration
+	MaxBackoff  time.Duration
+	// Deadline bounds the whole loop: every round, wait and attempt until a
+	// stream commits or a unary answer is read.
+	Deadline time.Duration
+	// TTFT is the first-token timeout for streams; 0 = off.
+	TTFT time.Duration
+	// Inspect enables the stream gate (tracking on). Off, a stream commits
+	// at its first byte.
+	Inspect bool
+	// DefaultPause applies to quota answers without a stated reset.
+	DefaultPause time.Duration
+}
+
+// Call is one client request.
+type Call struct {
+	Endpoint provider.Endpoint
+	// Body is the OpenAI-shaped request as the client sent it (or as
+	// translated from another protocol).
+	Body []byte
+	// Native, when set, is the client's Anthropic Messages body, sent
+	// untranslated to anthropic-type providers.
+	Native []byte
+	Stream bool
+	// Header holds client headers to forward (already filtered).
+	Header http.Header
+	Route  *route.Route
+	// Order is the attempt order; nil means the route's primary first, then
+	// config order.
+	Order []*route.Candidate
+	Opts  Options
+}
+
+// Attempt is one send and how it ended.
+type Attempt struct {
+	Provider string `json:"provider"`
+	Status   int    `json:"status"`
+	Reason   string `json:"reason"`
+}
+
+// Result is a successful answer not yet written to the client.
+type Result struct {
+	Candidate *route.Candidate
+	// Native is true when the answer is in the Anthropic Messages protocol.
+	Native bool
+	Status int
+	Header http.Header
+	// Body is the whole unary answer.
+	Body []byte
+	// Held are raw stream events read before the commit, to be written
+	// first; Events yields the rest.
+	Held     [][]byte
+	Events   *sse.Reader
+	Attempts []Attempt
+	// FirstToken is when the commit event arrived (streams).
+	FirstToken time.Time
+	Started    time.Time
+	body       io.Closer
+	cancel     context.CancelFunc
+}
+
+// Close releases the upstream stream.
+func (r *Result) Close() {
+	if r.body != nil {
+		r.body.Close()
+	}
+	if r.cancel != nil {
+		r.cancel()
+	}
+}
+
+// Failure is the end of a loop that found no answer.
+type Failure struct {
+	Attempts    []Attempt
+	DeadlineHit bool
+	// Canceled: the client went away; nothing should be written.
+	Canceled bool
+	// Last is the final attempt's error.
+	Last *provider.Error
+}
+
+// Proxy runs attempt loops.
+type Proxy struct {
+	Clock clock.Clock
+	Log   *slog.Logger
+	// Health is consulted before and informed after each attempt; nil
+	// treats every provider as available.
+	Health *health.Registry
+	// Metrics counts attempts by outcome; nil records nothing.
+	Metrics *metrics.Metrics
+	// Jitter returns a number in [0,1); nil uses math/rand.
+	Jitter func() float64
+}
+
+// staleRetries are free retries for a pooled connection that died before
+// answering; they do not count as attempts.
+const staleRetries = 2
+
+// maxHeld bounds what a stream may send before its first token.
+const maxHeld = 1 << 20
+
+// Do runs the loop for one call.
+func (p *Proxy) Do(ctx context.Context, c *Call) (*Result, *Failure) {
+	start := p.Clock.Now()
+	deadline := start.Add(c.Opts.Deadline)
+	order := c.Order
+	if order == nil {
+		order = DefaultOrder(c.Route)
+	}
+	f := &Failure{}
+	for round := 0; round < max(1, c.Opts.MaxRounds); round++ {
+		if round > 0 {
+			if !p.wait(ctx, p.roundWait(round, order, c.Opts), deadline, f) {
+				return nil, f
+			}
+		}
+		cands, forced := p.available(order)
+		allClientErrors := true
+		for _, cand := range cands {
+			if p.Health != nil && !p.Health.Begin(cand.Provider, forced) {
+				continue
+			}
+			res, stop, clientErr := p.tryProvider(ctx, c, cand, start, deadline, f)
+			if res != nil {
+				res.Attempts, res.Started = f.Attempts, start
+				return res, nil
+			}
+			if stop {
+				return nil, f
+			}
+			allClientErrors = allClientErrors && clientErr
+		}
+		// A request every provider refused as invalid will not improve by
+		// waiting for another round.
+		if allClientErrors && len(f.Attempts) > 0 {
+			return nil, f
+		}
+	}
+	return nil, f
+}
+
+// tryProvider makes up to MaxAttempts attempts on one provider. stop ends
+// the whole loop (client gone, deadline); clientErr reports a final
+// non-retryable 4xx.
+func (p *Proxy) tryProvider(ctx context.Context, c *Call, cand *route.Candidate, start, deadline time.Time, f *Failure) (res *Result, stop, clientErr bool) {
+	stale := 0
+	for attempt := 0; attempt < max(1, c.Opts.MaxAttempts); attempt++ {
+		res, perr := p.attempt(ctx, c, cand, deadline)
+		if perr == nil {
+			p.observe(cand, health.Success)
+			if p.Metrics != nil {
+				p.Metrics.ProviderSuccess.WithLabelValues(cand.Provider, cand.Model).Inc()
+			}
+			return res, false, false
+		}
+		f.Last = perr
+		if perr.Kind == provider.KindCanceled && ctx.Err() != nil {
+			f.Canceled = true
+			f.Attempts = append(f.Attempts, Attempt{cand.Provider, 0, "client_disconnect"})
+			p.observe(cand, health.Neutral)
+			return nil, true, false
+		}
+		if perr.Kind == provider.KindStaleConn && stale < staleRetries {
+			stale++
+			attempt--
+			continue
+		}
+		reason := Reason(perr)
+		f.Attempts = append(f.Attempts, Attempt{cand.Provider, perr.Status, reason})
+		if p.Metrics != nil {
+			p.Metrics.ProviderFailure.WithLabelValues(cand.Provider, cand.Model, reason).Inc()
+		}
+		p.log(ctx, "attempt failed", cand, perr, reason)
+		if reason == "deadline" {
+			f.DeadlineHit = true
+			p.observe(cand, health.Neutral)
+			return nil, true, false
+		}
+		if q, ok := health.Quota(perr.Status, perr.Body); ok && perr.Kind == provider.KindHTTP {
+			p.pause(cand, perr, q, c.Opts.DefaultPause)
+			p.observe(cand, health.Neutral)
+			return nil, false, false
+		}
+		if !perr.Retryable() {
+			p.observe(cand, health.Neutral)
+			return nil, false, perr.Kind == provider.KindHTTP && perr.Status >= 400 && perr.Status < 500
+		}
+		p.observe(cand, health.Failure)
+		if reason == "ttft_timeout" || reason == "stream_error" {
+			return nil, false, false // fall back at once: this provider is slow or broken now
+		}
+		if attempt+1 >= c.Opts.MaxAttempts {
+			break
+		}
+		if p.Health != nil && !p.Health.Available(cand.Provider) && len(c.Route.Candidates) > 1 {
+			return nil, false, false // its circuit just opened; others may serve
+		}
+		wait := p.backoff(attempt, c.Opts)
+		if d, ok := health.StatedWait(perr.Header, nil, p.Clock.Now()); ok && perr.Header != nil {
+			wait = min(d, c.Opts.MaxBackoff)
+		}
+		if p.Clock.Now().Add(wait).After(deadline) {
+			return nil, false, false // not started: the next provider may need no wait
+		}
+		if !p.wait(ctx, wait, deadline, f) {
+			return nil, true, false
+		}
+	}
+	return nil, false, false
+}
+
+// attempt sends once and, for streams, reads until the first token.
+func (p *Proxy) attempt(ctx context.Context, c *Call, cand *route.Candidate, deadline time.Time) (*Result, *provider.Error) {
+	req, native, err := p.request(c, cand)
+	if err != nil {
+		return nil, err
+	}
+	actx, cancel := context.WithCancel(ctx)
+	// One watcher bounds the attempt until it commits: the first-token
+	// timeout for streams, and the overall deadline.
+	limit := deadline.Sub(p.Clock.Now())
+	if limit <= 0 {
+		cancel()
+		return nil, &provider.Error{Kind: provider.KindTimeout, Msg: "request deadline passed", Err: errDeadline}
+	}
+	why := errDeadline
+	if c.Stream && c.Opts.TTFT > 0 && c.Opts.TTFT < limit {
+		limit, why = c.Opts.TTFT, errTTFT
+	}
+	var fired atomic.Bool
+	timer, stopTimer := p.Clock.After(limit)
+	done := make(chan struct{})
+	go func() {
+		select {
+		case <-timer:
+			fired.Store(true)
+			cancel()
+		case <-done:
+		}
+	}()
+	stopWatch := func() { close(done); stopTimer() }
+	timeout := func(perr *provider.Error) *provider.Error {
+		if fired.Load() {
+			return &provider.Error{Kind: provider.KindTimeout, Msg: why.Error(), Err: why}
+		}
+		return perr
+	}
+
+	resp, sendErr := cand.Send.Send(actx, req)
+	if sendErr != nil {
+		stopWatch()
+		cancel()
+		var perr *provider.Error
+		if !errors.As(sendErr, &perr) {
+			perr = provider.TransportError(actx, sendErr)
+		}
+		perr = timeout(perr)
+		perr.KeyIndex = req.KeyIndex
+		return nil, perr
+	}
+	res := &Result{Candidate: cand, Native: native, Status: resp.Status, Header: resp.Header}
+	if !resp.Stream {
+		body, rerr := provider.ReadUnary(actx, resp.Body)
+		stopWatch()
+		cancel()
+		if rerr != nil {
+			var perr *provider.Error
+			errors.As(rerr, &perr)
+			return nil, timeout(perr)
+		}
+		res.Body = body
+		return res, nil
+	}
+	rd := sse.NewReader(resp.Body)
+	res.Events, res.body, res.cancel = rd, resp.Body, cancel
+	if !c.Opts.Inspect {
+		stopWatch()
+		res.FirstToken = p.Clock.Now()
+		return res, nil
+	}
+	gate := GateFor(req.Endpoint)
+	held := 0
+	for {
+		ev, rerr := rd.Next()
+		if rerr != nil {
+			stopWatch()
+			res.Close()
+			if rerr == io.EOF || errors.Is(rerr, io.ErrUnexpectedEOF) {
+				return nil, timeout(&provider.Error{Kind: provider.KindTransport, Msg: "stream ended before the first token", Err: errEmptyStream})
+			}
+			if errors.Is(rerr, sse.ErrTooLong) {
+				return nil, &provider.Error{Kind: provider.KindBadResponse, Msg: "stream event too large"}
+			}
+			return nil, timeout(provider.TransportError(actx, rerr))
+		}
+		raw := append([]byte(nil), ev.Raw...)
+		switch gate(&ev) {
+		case Fail:
+			stopWatch()
+			res.Close()
+			return nil, &provider.Error{Kind: provider.KindBadResponse, Status: resp.Status, Body: append([]byte(nil), ev.Data...),
+				Msg: "error event before the first token", Err: errStreamError}
+		case Commit:
+			stopWatch()
+			res.Held = append(res.Held, raw)
+			res.FirstToken = p.Clock.Now()
+			return res, nil
+		}
+		res.Held = append(res.Held, raw)
+		held += len(raw)
+		if held > maxHeld {
+			stopWatch()
+			res.FirstToken = p.Clock.Now()
+			return res, nil
+		}
+	}
+}
+
+// request builds one attempt's provider request: the body with only
+// "model" rewritten, the entry's headers over the forwarded client headers.
+func (p *Proxy) request(c *Call, cand *route.Candidate) (*provider.Request, bool, *provider.Error) {
+	ep, body, native := c.Endpoint, c.Body, false
+	if c.Native != nil && cand.Type == "anthropic" {
+		ep, body, native = provider.Messages, c.Native, true
+	}
+	body, err := sjson.SetBytes(body, "model", cand.Model)
+	if err != nil {
+		return nil, false, &provider.Error{Kind: provider.KindBadResponse, Msg: "cannot rewrite model", Err: err}
+	}
+	h := make(http.Header, len(c.Header)+len(cand.Header))
+	for k, v := range c.Header {
+		h[k] = v
+	}
+	for k, v := range cand.Header {
+		h[k] = v
+	}
+	req := &provider.Request{Endpoint: ep, Body: body, Stream: c.Stream, Model: cand.Model, Header: h}
+	if n := len(cand.Keys); n > 0 {
+		i := 0
+		if p.Health != nil {
+			i = p.Health.PickKey(cand.Provider, n)
+		}
+		req.APIKey, req.KeyIndex = cand.Keys[i%n], i%n
+	}
+	return req, native, nil
+}
+
+func (p *Proxy) observe(cand *route.Candidate, o health.Outcome) {
+	if p.Health != nil {
+		p.Health.Observe(cand.Provider, o)
+	}
+}
+
+func (p *Proxy) pause(cand *route.Candidate, perr *provider.Error, reason string, def time.Duration) {
+	if p.Health == nil {
+		return
+	}
+	d, ok := health.StatedWait(perr.Header, perr.Body, p.Clock.Now())
+	if !ok {
+		d = def
+	}
+	p.Health.Pause(cand.Provider, perr.KeyIndex, len(cand.Keys), d, reason)
+	if p.Metrics != nil {
+		p.Metrics.QuotaPaused.WithLabelValues(cand.Provider, cand.Model, reason).Inc()
+	}
+}
+
+// available filters order to providers that may take a request; when none
+// may, all are tried (forced), in order.
+func (p *Proxy) available(order []*route.Candidate) ([]*route.Candidate, bool) {
+	if p.Health == nil {
+		return order, false
+	}
+	out := make([]*route.Candidate, 0, len(order))
+	for _, c := range order {
+		if p.Health.Available(c.Provider) {
+			out = append(out, c)
+		}
+	}
+	if len(out) == 0 {
+		return order, true
+	}
+	return out, false
+}
+
+// backoff is base·2^n·(0.5..1.0), capped.
+func (p *Proxy) backoff(n int, o Options) time.Duration {
+	j := 0.0
+	if p.Jitter != nil {
+		j = p.Jitter()
+	} else {
+		j = rand.Float64()
+	}
+	d := float64(o.BackoffBase) * float64(uint64(1)<<min(n, 30)) * (0.5 + 0.5*j)
+	if d > float64(o.MaxBackoff) {
+		return o.MaxBackoff
+	}
+	return time.Duration(d)
+}
+
+// roundWait is the inter-round backoff; when every provider is paused it
+// waits for the earliest pause to end instead (capped), so that a single
+// provider with a short Retry-After is simply waited for.
+func (p *Proxy) roundWait(round int, order []*route.Candidate, o Options) time.Duration {
+	wait := p.backoff(round-1, o)
+	if p.Health == nil {
+		return wait
+	}
+	now := p.Clock.Now()
+	var earliest time.Time
+	for _, c := range order {
+		st := p.Health.Status(c.Provider)
+		if st.PausedUntil.IsZero() {
+			return wait
+		}
+		if earliest.IsZero() || st.PausedUntil.Before(earliest) {
+			earliest = st.PausedUntil
+		}
+	}
+	if d := earliest.Sub(now); d > wait {
+		wait = min(d, o.MaxBackoff)
+	}
+	return wait
+}
+
+// wait sleeps d on the injected clock unless that would pass the deadline
+// or the client leaves; false means stop.
+func (p *Proxy) wait(ctx context.Context, d time.Duration, deadline time.Time, f *Failure) bool {
+	if p.Clock.Now().Add(d).After(deadline) {
+		f.DeadlineHit = true
+		return false
+	}
+	if d <= 0 {
+		return true
+	}
+	t, stop := p.Clock.After(d)
+	defer stop()
+	select {
+	case <-t:
+		return true
+	case <-ctx.Done():
+		f.Canceled = true
+		return false
+	}
+}
+
+func (p *Proxy) log(ctx context.Context, msg string, cand *route.Candidate, perr *provider.Error, reason string) {
+	if p.Log == nil {
+		return
+	}
+	p.Log.LogAttrs(ctx, slog.LevelWarn, msg, slog.String("provider", cand.Provider),
+		slog.Int("status", perr.Status), slog.String("reason", reason), slog.String("error", perr.Error()))
+}
+
+// DefaultOrder is the route's primary first, then config order.
+func DefaultOrder(r *route.Route) []*route.Candidate {
+	if r.Primary == 0 {
+		return r.Candidates
+	}
+	out := make([]*route.Candidate, 0, len(r.Candidates))
+	out = append(out, r.Candidates[r.Primary])
+	for i, c := range r.Candidates {
+		if i != r.Primary {
+			out = append(out, c)
+		}
+	}
+	return out
+}

@@ -1,0 +1,88 @@
+// Package route maps client-facing model names to ordered provider
+// candidates. A Table is compiled once per config load and read without
+// locks; state that must outlive a reload (provider instances, health,
+// samples) is kept by stable provider name elsewhere.
+package route
+
+import (
+	"net/http"
+
+	"switchboard/internal/config"
+	"switchboard/internal/provider"
+)
+
+// Candidate is one provider entry of a model, ready to send.
+type Candidate struct {
+	// Provider is the provider's config name: the stable id used for
+	// health, metrics and state.
+	Provider string
+	// Type is the provider's wire protocol (config.TypeOpenAI...).
+	Type string
+	// Model is the provider's own model name.
+	Model string
+	// Header is the model entry's headers, canonicalised once at load.
+	Header http.Header
+	// Primary marks the configured initial choice.
+	Primary bool
+	// Keys are the provider's API keys, rotated by the attempt loop so
+	// that a quota answer pauses one key, not the provider.
+	Keys []string
+	// Send is the provider instance.
+	Send provider.Provider
+}
+
+// Route is one model's compiled routing.
+type Route struct {
+	Model *config.Model
+	// Candidates in config order.
+	Candidates []*Candidate
+	// Primary indexes Candidates: the configured initial active provider.
+	Primary int
+}
+
+// Table is the compiled routing of one config snapshot.
+type Table struct {
+	routes map[string]*Route
+	order  []*Route
+}
+
+// Builder returns the provider instance for a provider config; the caller
+// keeps instances across reloads when a provider's config is unchanged.
+type Builder func(*config.Provider) provider.Provider
+
+// Compile builds the routing table of cfg.
+func Compile(cfg *config.Config, build Builder) *Table {
+	t := &Table{routes: make(map[string]*Route, len(cfg.Models))}
+	instances := make(map[string]provider.Provider, len(cfg.Providers))
+	for name, pc := range cfg.Providers {
+		instances[name] = build(pc)
+	}
+	for _, m := range cfg.Models {
+		r := &Route{Model: m, Primary: m.Primary()}
+		for _, e := range m.Providers {
+			pc := cfg.Providers[e.Provider]
+			h := make(http.Header, len(e.Headers))
+			for k, v := range e.Headers {
+				h.Set(k, v)
+			}
+			r.Candidates = append(r.Candidates, &Candidate{
+				Provider: e.Provider,
+				Type:     pc.Type,
+				Model:    e.Model,
+				Header:   h,
+				Primary:  e.Primary,
+				Keys:     pc.Keys(),
+				Send:     instances[e.Provider],
+			})
+		}
+		t.routes[m.Name] = r
+		t.order = append(t.order, r)
+	}
+	return t
+}
+
+// Lookup finds a model's route; nil when the model is not configured.
+func (t *Table) Lookup(model string) *Route { return t.routes[model] }
+
+// Routes lists every route in config order.
+func (t *Table) Routes() []*Route { return t.order }
