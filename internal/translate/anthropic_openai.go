@@ -1,0 +1,553 @@
+package translate
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+
+	"switchboard/internal/api/anthropic"
+	"switchboard/internal/api/openai"
+)
+
+// messagesFields is what MessagesToChat does with each Messages field.
+var messagesFields = map[string]fieldRule{
+	"model": mapped, "max_tokens": mapped, "messages": mapped, "system": mapped, "stop_sequences": mapped,
+	"temperature": mapped, "top_p": mapped, "top_k": mapped, "stream": mapped, "tools": mapped,
+	"tool_choice": mapped, "thinking": mapped, "metadata": mapped,
+	"service_tier": dropped,
+}
+
+// MessagesToChat translates an Anthropic Messages request (POST
+// /v1/messages) into the internal form, an OpenAI chat request, for any
+// provider type. "stream" is kept; a streaming request also asks for
+// usage (stream_options.include_usage) so that the answer can be metered
+// and message_delta can carry it. A *FieldError refuses the request.
+func MessagesToChat(body []byte) ([]byte, error) {
+	if err := checkFields(body, messagesFields, "this gateway's translation of"); err != nil {
+		return nil, err
+	}
+	var in anthropic.Request
+	if err := json.Unmarshal(body, &in); err != nil {
+		return nil, fieldErr("body", "invalid messages request: %v", err)
+	}
+	out := openai.ChatRequest{Model: in.Model, Temperature: in.Temperature, TopP: in.TopP, TopK: in.TopK, Stream: in.Stream}
+	if in.MaxTokens < 1 {
+		return nil, fieldErr("max_tokens", "required, at least 1")
+	}
+	out.MaxTokens = ptr(in.MaxTokens)
+	if in.Stream {
+		out.StreamOptions = &openai.StreamOptions{IncludeUsage: true}
+	}
+	if len(in.StopSequences) > 0 {
+		out.Stop = marshal(in.StopSequences)
+	}
+	if in.Metadata != nil {
+		out.User = in.Metadata.UserID
+	}
+	if th := in.Thinking; th != nil && th.Type == "enabled" {
+		switch {
+		case th.BudgetTokens < 4096:
+			out.ReasoningEffort = "low"
+		case th.BudgetTokens < 16384:
+			out.ReasoningEffort = "medium"
+		default:
+			out.ReasoningEffort = "high"
+		}
+	}
+	if err := chatTools(&in, &out); err != nil {
+		return nil, err
+	}
+	sys, err := systemText(in.System)
+	if err != nil {
+		return nil, err
+	}
+	if sys != "" {
+		out.Messages = append(out.Messages, openai.Message{Role: "system", Content: marshal(sys)})
+	}
+	for i, m := range in.Messages {
+		msgs, err := chatMessages(m, fmt.Sprintf("messages[%d]", i))
+		if err != nil {
+			return nil, err
+		}
+		out.Messages = append(out.Messages, msgs...)
+	}
+	if len(out.Messages) == 0 {
+		return nil, fieldErr("messages", "required")
+	}
+	return marshal(out), nil
+}
+
+func chatTools(in *anthropic.Request, out *openai.ChatRequest) error {
+	for i, t := range in.Tools {
+		if t.Type != "" && t.Type != "custom" {
+			return fieldErr(fmt.Sprintf("tools[%d].type", i), "server tool %q cannot be served by every provider", t.Type)
+		}
+		schema := t.InputSchema
+		if len(bytes.TrimSpace(schema)) == 0 {
+			schema = json.RawMessage(`{"type":"object","properties":{}}`)
+		}
+		out.Tools = append(out.Tools, openai.Tool{Type: "function",
+			Function: &openai.Function{Name: t.Name, Description: t.Description, Parameters: schema}})
+	}
+	tc := in.ToolChoice
+	if tc == nil {
+		return nil
+	}
+	switch tc.Type {
+	case "auto":
+		out.ToolChoice = marshal("auto")
+	case "any":
+		out.ToolChoice = marshal("required")
+	case "none":
+		out.ToolChoice = marshal("none")
+	case "tool":
+		o := openai.ToolChoiceObject{Type: "function"}
+		o.Function.Name = tc.Name
+		out.ToolChoice = marshal(o)
+	default:
+		return fieldErr("tool_choice.type", "unknown value %q", tc.Type)
+	}
+	if tc.DisableParallelToolUse {
+		out.ParallelToolCalls = ptr(false)
+	}
+	return nil
+}
+
+// systemText joins the system prompt's text blocks.
+func systemText(raw json.RawMessage) (string, error) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
+		return "", nil
+	}
+	if raw[0] == '"' {
+		var s string
+		err := json.Unmarshal(raw, &s)
+		if err != nil {
+			return "", fieldErr("system", "invalid string")
+		}
+		return s, nil
+	}
+	var blocks []anthropic.Block
+	if err := json.Unmarshal(raw, &blocks); err != nil {
+		return "", fieldErr("system", "must be a string or an array of text blocks")
+	}
+	texts := make([]string, 0, len(blocks))
+	for i, b := range blocks {
+		if b.Type != "text" {
+			return "", fieldErr(fmt.Sprintf("system[%d].type", i), "only text blocks are allowed")
+		}
+		texts = append(texts, b.Text)
+	}
+	return strings.Join(texts, "\n\n"), nil
+}
+
+func blocksOf(raw json.RawMessage, field string) ([]anthropic.Block, error) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) > 0 && raw[0] == '"' {
+		var s string
+		if err := json.Unmarshal(raw, &s); err != nil {
+			return nil, fieldErr(field, "invalid string")
+		}
+		return []anthropic.Block{{Type: "text", Text: s}}, nil
+	}
+	var blocks []anthropic.Block
+	if err := json.Unmarshal(raw, &blocks); err != nil {
+		return nil, fieldErr(field, "must be a string or an array of content blocks")
+	}
+	return blocks, nil
+}
+
+// chatMessages maps one Anthropic turn. A user turn's tool_result blocks
+// become tool messages placed first, since they answer the preceding
+// assistant turn; the rest of the turn follows as a user message.
+func chatMessages(m anthropic.Message, field string) ([]openai.Message, error) {
+	blocks, err := blocksOf(m.Content, field+".content")
+	if err != nil {
+		return nil, err
+	}
+	switch m.Role {
+	case "user":
+		var tools []openai.Message
+		var parts []openai.ContentPart
+		for j, b := range blocks {
+			f := fmt.Sprintf("%s.content[%d]", field, j)
+			if b.Type == "tool_result" {
+				text, err := toolResultText(b, f)
+				if err != nil {
+					return nil, err
+				}
+				tools = append(tools, openai.Message{Role: "tool", ToolCallID: b.ToolUseID, Content: marshal(text)})
+				continue
+			}
+			p, err := chatPart(b, f)
+			if err != nil {
+				return nil, err
+			}
+			parts = append(parts, p)
+		}
+		if len(parts) == 0 {
+			return tools, nil
+		}
+		msg := openai.Message{Role: "user", Content: marshal(parts)}
+		if len(parts) == 1 && parts[0].Type == "text" {
+			msg.Content = marshal(parts[0].Text)
+		}
+		return append(tools, msg), nil
+	case "assistant":
+		msg := openai.Message{Role: "assistant"}
+		var text strings.Builder
+		for j, b := range blocks {
+			f := fmt.Sprintf("%s.content[%d]", field, j)
+			switch b.Type {
+			case "text":
+				text.WriteString(b.Text)
+			case "thinking", "redacted_thinking":
+				// Signed for Anthropic only, and some OpenAI-compatible
+				// servers refuse reasoning in input messages: dropped.
+			case "tool_use":
+				msg.ToolCalls = append(msg.ToolCalls, openai.ToolCall{ID: b.ID, Type: "function",
+					Function: openai.FunctionCall{Name: b.Name, Arguments: compactJSON(b.Input)}})
+			default:
+				return nil, fieldErr(f+".type", "assistant block type %q cannot be translated", b.Type)
+			}
+		}
+		if text.Len() > 0 || len(msg.ToolCalls) == 0 {
+			msg.Content = marshal(text.String())
+		}
+		return []openai.Message{msg}, nil
+	}
+	return nil, fieldErr(field+".role", `must be "user" or "assistant"`)
+}
+
+func chatPart(b anthropic.Block, field string) (openai.ContentPart, error) {
+	switch b.Type {
+	case "text":
+		return openai.ContentPart{Type: "text", Text: b.Text}, nil
+	case "image":
+		if b.Source == nil {
+			return openai.ContentPart{}, fieldErr(field+".source", "required")
+		}
+		switch b.Source.Type {
+		case "base64":
+			return openai.ContentPart{Type: "image_url", ImageURL: &openai.ImageURL{URL: "data:" + b.Source.MediaType + ";base64," + b.Source.Data}}, nil
+		case "url":
+			return openai.ContentPart{Type: "image_url", ImageURL: &openai.ImageURL{URL: b.Source.URL}}, nil
+		}
+		return openai.ContentPart{}, fieldErr(field+".source.type", "image source %q cannot be translated", b.Source.Type)
+	case "document":
+		if b.Source != nil {
+			switch b.Source.Type {
+			case "base64":
+				name := b.Title
+				if name == "" {
+					name = "document.pdf"
+				}
+				return openai.ContentPart{Type: "file", File: &openai.File{
+					FileData: "data:" + b.Source.MediaType + ";base64," + b.Source.Data, Filename: name}}, nil
+			case "text":
+				return openai.ContentPart{Type: "text", Text: b.Source.Data}, nil
+			}
+		}
+		return openai.ContentPart{}, fieldErr(field+".source", "only base64 and text documents can be translated")
+	}
+	return openai.ContentPart{}, fieldErr(field+".type", "user block type %q cannot be translated", b.Type)
+}
+
+// toolResultText flattens a tool_result to the text an OpenAI tool
+// message holds. is_error has no OpenAI field: it is kept as a leading
+// "Error: " so the model still sees that the call failed.
+func toolResultText(b anthropic.Block, field string) (string, error) {
+	var text string
+	if c := bytes.TrimSpace(b.Content); len(c) > 0 && !bytes.Equal(c, []byte("null")) {
+		blocks, err := blocksOf(c, field+".content")
+		if err != nil {
+			return "", err
+		}
+		var sb strings.Builder
+		for k, cb := range blocks {
+			if cb.Type != "text" {
+				return "", fieldErr(fmt.Sprintf("%s.content[%d].type", field, k), "tool results can carry text only through OpenAI-compatible providers")
+			}
+			if k > 0 {
+				sb.WriteString("\n")
+			}
+			sb.WriteString(cb.Text)
+		}
+		text = sb.String()
+	}
+	if b.IsError {
+		text = "Error: " + text
+	}
+	return text, nil
+}
+
+// stopReason maps finish_reason to stop_reason.
+func stopReason(finish string) string {
+	switch finish {
+	case "length":
+		return "max_tokens"
+	case "tool_calls", "function_call":
+		return "tool_use"
+	case "content_filter":
+		return "refusal"
+	}
+	return "end_turn"
+}
+
+func anthropicUsageOf(u Usage) anthropic.Usage {
+	in := u.Input - u.CacheRead - u.CacheWrite
+	if in < 0 {
+		in = 0
+	}
+	out := anthropic.Usage{InputTokens: in, CacheReadInputTokens: u.CacheRead, CacheCreationInputTokens: u.CacheWrite, OutputTokens: u.Output}
+	if u.Reasoning > 0 {
+		out.OutputTokensDetails = &anthropic.OutputTokensDetails{ThinkingTokens: u.Reasoning}
+	}
+	return out
+}
+
+func messageID(chatID string) string {
+	if chatID == "" {
+		return newID("msg_")
+	}
+	if strings.HasPrefix(chatID, "msg_") {
+		return chatID
+	}
+	return "msg_" + strings.TrimPrefix(chatID, "chatcmpl-")
+}
+
+// ChatToMessages translates an OpenAI chat.completion into an Anthropic
+// message answering clientModel, with its usage.
+func ChatToMessages(chatResp []byte, clientModel string) ([]byte, Usage, error) {
+	var c openai.ChatCompletion
+	if err := json.Unmarshal(chatResp, &c); err != nil {
+		return nil, Usage{}, &ProtocolError{Msg: "answer is not a chat.completion"}
+	}
+	u := usageFromOpenAI(c.Usage)
+	r := anthropic.Response{ID: messageID(c.ID), Type: "message", Role: "assistant", Model: clientModel,
+		Content: []json.RawMessage{}, Usage: anthropicUsageOf(u)}
+	finish := "stop"
+	if len(c.Choices) > 0 {
+		ch := c.Choices[0]
+		finish = ch.FinishReason
+		m := ch.Message
+		if th := m.ReasoningContent + m.Reasoning; th != "" {
+			r.Content = append(r.Content, marshal(anthropic.ThinkingBlock{Type: "thinking", Thinking: th}))
+		}
+		if m.Content != nil && *m.Content != "" {
+			r.Content = append(r.Content, marshal(anthropic.TextBlock{Type: "text", Text: *m.Content}))
+		}
+		for _, tc := range m.ToolCalls {
+			input, err := jsonObject(tc.Function.Arguments, "")
+			if err != nil {
+				input = json.RawMessage("{}") // a model's malformed arguments: nothing to recover
+			}
+			r.Content = append(r.Content, marshal(anthropic.ToolUseBlock{Type: "tool_use", ID: tc.ID, Name: tc.Function.Name, Input: input}))
+		}
+	}
+	r.StopReason = ptr(stopReason(finish))
+	return marshal(r), u, nil
+}
+
+// Event is one Anthropic stream event: the SSE event name and its data.
+type Event struct {
+	Name string
+	Data []byte
+}
+
+// MessagesStream translates an OpenAI chunk stream into Anthropic's event
+// sequence: message_start, then per content block content_block_start,
+// content_block_delta..., content_block_stop, then message_delta (stop
+// reason and usage) and message_stop. One value serves one stream.
+type MessagesStream struct {
+	model    string
+	id       string
+	started  bool
+	finished bool
+	open     int    // index of the open block, -1 when none
+	kind     string // kind of the open block: text | thinking | tool_use
+	next     int    // index of the next block
+	tools    map[int]int
+	stop     string
+	usage    Usage
+}
+
+// NewMessagesStream starts a translation answering clientModel.
+func NewMessagesStream(clientModel string) *MessagesStream {
+	return &MessagesStream{model: clientModel, open: -1, tools: map[int]int{}}
+}
+
+// Usage is the token count reported so far.
+func (s *MessagesStream) Usage() Usage { return s.usage }
+
+func (s *MessagesStream) ev(name string, v any) Event { return Event{Name: name, Data: marshal(v)} }
+
+func (s *MessagesStream) start(out []Event, chatID string) []Event {
+	if s.started {
+		return out
+	}
+	s.started = true
+	s.id = messageID(chatID)
+	return append(out, s.ev(anthropic.EventMessageStart, anthropic.MessageStartEvent{Type: anthropic.EventMessageStart,
+		Message: anthropic.Response{ID: s.id, Type: "message", Role: "assistant", Content: []json.RawMessage{}, Model: s.model}}))
+}
+
+func (s *MessagesStream) closeBlock(out []Event) []Event {
+	if s.open < 0 {
+		return out
+	}
+	out = append(out, s.ev(anthropic.EventContentBlockStop, anthropic.ContentBlockStopEvent{Type: anthropic.EventContentBlockStop, Index: s.open}))
+	s.open, s.kind = -1, ""
+	return out
+}
+
+func (s *MessagesStream) openBlock(out []Event, kind string, block any) []Event {
+	out = s.closeBlock(out)
+	s.open, s.kind = s.next, kind
+	s.next++
+	return append(out, s.ev(anthropic.EventContentBlockStart, anthropic.ContentBlockStartEvent{Type: anthropic.EventContentBlockStart, Index: s.open, ContentBlock: block}))
+}
+
+func (s *MessagesStream) delta(out []Event, index int, d any) []Event {
+	return append(out, s.ev(anthropic.EventContentBlockDelta, anthropic.ContentBlockDeltaEvent{Type: anthropic.EventContentBlockDelta, Index: index, Delta: d}))
+}
+
+// Chunk translates one OpenAI chunk (an SSE event's data). "[DONE]" is
+// the same as Finish. A chunk carrying an error object becomes an
+// Anthropic error event and ends the stream.
+func (s *MessagesStream) Chunk(data []byte) ([]Event, error) {
+	if s.finished {
+		return nil, nil
+	}
+	if bytes.Equal(bytes.TrimSpace(data), []byte("[DONE]")) {
+		return s.Finish(), nil
+	}
+	var c openai.ChatCompletionChunk
+	if err := json.Unmarshal(data, &c); err != nil {
+		return nil, &ProtocolError{Msg: "stream chunk is not JSON"}
+	}
+	if len(c.Error) > 0 && !bytes.Equal(c.Error, []byte("null")) {
+		s.finished = true
+		var e openai.ErrorBody
+		_ = json.Unmarshal(c.Error, &e)
+		body := anthropic.ErrorResponse{Type: "error", Error: anthropic.ErrorBody{Type: anthropicTypeOf(e.Type), Message: e.Message}}
+		return []Event{s.ev(anthropic.EventError, body)}, nil
+	}
+	out := s.start(nil, c.ID)
+	if c.Usage != nil {
+		s.usage = usageFromOpenAI(c.Usage)
+	}
+	for _, ch := range c.Choices {
+		if ch.Index != 0 {
+			continue // Anthropic has one answer per message
+		}
+		d := ch.Delta
+		if th := strOr(d.ReasoningContent) + strOr(d.Reasoning); th != "" {
+			if s.kind != "thinking" {
+				out = s.openBlock(out, "thinking", anthropic.ThinkingBlock{Type: "thinking"})
+			}
+			out = s.delta(out, s.open, anthropic.ThinkingDelta{Type: "thinking_delta", Thinking: th})
+		}
+		if t := strOr(d.Content); t != "" {
+			if s.kind != "text" {
+				out = s.openBlock(out, "text", anthropic.TextBlock{Type: "text"})
+			}
+			out = s.delta(out, s.open, anthropic.TextDelta{Type: "text_delta", Text: t})
+		}
+		for _, tc := range d.ToolCalls {
+			block, seen := s.tools[tc.Index]
+			if !seen {
+				id := tc.ID
+				if id == "" {
+					id = newID("toolu_")
+				}
+				out = s.openBlock(out, "tool_use", anthropic.ToolUseBlock{Type: "tool_use", ID: id, Name: tc.Function.Name, Input: json.RawMessage("{}")})
+				block = s.open
+				s.tools[tc.Index] = block
+			}
+			if a := strOr(tc.Function.Arguments); a != "" {
+				out = s.delta(out, block, anthropic.InputJSONDelta{Type: "input_json_delta", PartialJSON: a})
+			}
+		}
+		if ch.FinishReason != nil && *ch.FinishReason != "" {
+			s.stop = stopReason(*ch.FinishReason)
+			out = s.closeBlock(out)
+		}
+	}
+	return out, nil
+}
+
+// Finish ends the message: closes the open block and emits message_delta
+// and message_stop unless the stream already ended.
+func (s *MessagesStream) Finish() []Event {
+	if s.finished {
+		return nil
+	}
+	s.finished = true
+	out := s.start(nil, "")
+	out = s.closeBlock(out)
+	stop := s.stop
+	if stop == "" {
+		stop = "end_turn"
+	}
+	out = append(out, s.ev(anthropic.EventMessageDelta, anthropic.MessageDeltaEvent{Type: anthropic.EventMessageDelta,
+		Delta: anthropic.MessageDelta{StopReason: &stop}, Usage: anthropicUsageOf(s.usage)}))
+	return append(out, s.ev(anthropic.EventMessageStop, anthropic.TypeOnly{Type: anthropic.EventMessageStop}))
+}
+
+func strOr(p *string) string {
+	if p == nil {
+		return ""
+	}
+	return *p
+}
+
+// anthropicTypeOf maps an OpenAI error type to Anthropic's.
+func anthropicTypeOf(t string) string {
+	switch t {
+	case "invalid_request_error", "authentication_error", "permission_error", "not_found_error",
+		"rate_limit_error", "overloaded_error", "api_error", "request_too_large":
+		return t
+	case "rate_limit_exceeded", "insufficient_quota":
+		return "rate_limit_error"
+	}
+	return "api_error"
+}
+
+// anthropicErrorType is the Anthropic error type for an HTTP status.
+func anthropicErrorType(status int) string {
+	switch {
+	case status == 401:
+		return "authentication_error"
+	case status == 403:
+		return "permission_error"
+	case status == 404:
+		return "not_found_error"
+	case status == 413:
+		return "request_too_large"
+	case status == 429:
+		return "rate_limit_error"
+	case status == 529 || status == 503:
+		return "overloaded_error"
+	case status >= 500:
+		return "api_error"
+	}
+	return "invalid_request_error"
+}
+
+// ErrorToAnthropic rewrites an error answer (normally OpenAI-shaped) into
+// Anthropic's shape, the type chosen by status. A body already in
+// Anthropic's shape (an Anthropic upstream's own error) is returned as is.
+func ErrorToAnthropic(status int, openaiErrBody []byte) []byte {
+	var a anthropic.ErrorResponse
+	if json.Unmarshal(openaiErrBody, &a) == nil && a.Type == "error" && a.Error.Type != "" {
+		return openaiErrBody
+	}
+	msg := errorMessage(openaiErrBody)
+	if msg == "" {
+		msg = http.StatusText(status)
+	}
+	return marshal(anthropic.ErrorResponse{Type: "error", Error: anthropic.ErrorBody{Type: anthropicErrorType(status), Message: msg}})
+}

@@ -1,0 +1,357 @@
+// Package translate converts between the gateway's internal form (the
+// OpenAI Chat Completions wire format) and other LLM protocols. Each
+// protocol pair has one file holding its request, response and stream
+// translation:
+//
+//	openai_anthropic.go  OpenAI client -> Anthropic upstream (and back)
+//	openai_gemini.go     OpenAI client -> Gemini upstream (and back)
+//	anthropic_openai.go  Anthropic client (/v1/messages) -> internal form (and back)
+//
+// Translators are per-request values. They hold only what the answer side
+// needs from the request (model, stream options) and never mutate their
+// input, so the attempt loop may run them again on retry. Every response
+// translation returns token usage with the bytes, so metering never parses
+// an answer twice. What a target cannot express is either dropped, when
+// harmless, or refused with a *FieldError (HTTP 400) naming the field; see
+// docs/translation.md.
+package translate
+
+import (
+	"bytes"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+
+	"switchboard/internal/api/openai"
+)
+
+// Usage is the token count of one answer, the same for every protocol.
+// Input counts every prompt token, cached or not (OpenAI's prompt_tokens);
+// CacheRead and CacheWrite are the parts of Input read from and written to
+// a prompt cache. Output counts every generated token, Reasoning included.
+type Usage struct {
+	Input, Output, CacheRead, CacheWrite, Reasoning int64
+}
+
+// OpenAI returns the usage in OpenAI's shape, with the cache-write
+// extension field when there were cache writes.
+func (u Usage) OpenAI() *openai.Usage {
+	o := &openai.Usage{
+		PromptTokens:             u.Input,
+		CompletionTokens:         u.Output,
+		TotalTokens:              u.Input + u.Output,
+		PromptTokensDetails:      &openai.PromptTokensDetails{CachedTokens: u.CacheRead},
+		CacheCreationInputTokens: u.CacheWrite,
+	}
+	if u.Reasoning > 0 {
+		o.CompletionTokensDetails = &openai.CompletionTokensDetails{ReasoningTokens: u.Reasoning}
+	}
+	return o
+}
+
+func usageFromOpenAI(o *openai.Usage) Usage {
+	if o == nil {
+		return Usage{}
+	}
+	u := Usage{Input: o.PromptTokens, Output: o.CompletionTokens, CacheWrite: o.CacheCreationInputTokens}
+	if o.PromptTokensDetails != nil {
+		u.CacheRead = o.PromptTokensDetails.CachedTokens
+	}
+	if o.CompletionTokensDetails != nil {
+		u.Reasoning = o.CompletionTokensDetails.ReasoningTokens
+	}
+	return u
+}
+
+// FieldError refuses a request (HTTP 400) because of one field: the target
+// protocol cannot express it, or it is malformed.
+type FieldError struct {
+	Field string // JSON path, e.g. "messages[2].content[0].input_audio"
+	Msg   string
+}
+
+func (e *FieldError) Error() string { return e.Field + ": " + e.Msg }
+
+// Status is the HTTP status of the refusal.
+func (e *FieldError) Status() int { return http.StatusBadRequest }
+
+// OpenAIBody is the refusal in OpenAI's error shape.
+func (e *FieldError) OpenAIBody() []byte {
+	return OpenAIError(http.StatusBadRequest, e.Error(), e.Field, "unsupported_parameter")
+}
+
+// AnthropicBody is the refusal in Anthropic's error shape.
+func (e *FieldError) AnthropicBody() []byte {
+	return ErrorToAnthropic(http.StatusBadRequest, e.OpenAIBody())
+}
+
+func fieldErr(field, format string, a ...any) *FieldError {
+	return &FieldError{Field: field, Msg: fmt.Sprintf(format, a...)}
+}
+
+// UpstreamError is a failure the upstream reported inside a successful
+// answer: an error event in a stream, or a prompt blocked by a safety
+// filter. Body is already in OpenAI's error shape; Status is the HTTP
+// status the failure would have had as a plain error.
+type UpstreamError struct {
+	Status int
+	Body   []byte
+}
+
+func (e *UpstreamError) Error() string {
+	return fmt.Sprintf("upstream error %d: %s", e.Status, errorMessage(e.Body))
+}
+
+// ProtocolError is an upstream answer that breaks its protocol: a body
+// or event that is not the JSON it must be, or a stream cut short.
+type ProtocolError struct{ Msg string }
+
+func (e *ProtocolError) Error() string { return "upstream protocol: " + e.Msg }
+
+// OpenAIError builds an OpenAI error body. The type follows the status the
+// way OpenAI's own API does, so SDKs raise the matching exception.
+func OpenAIError(status int, msg, param, code string) []byte {
+	b := openai.ErrorResponse{Error: openai.ErrorBody{Message: msg, Type: openAIErrorType(status)}}
+	if param != "" {
+		b.Error.Param = &param
+	}
+	if code != "" {
+		b.Error.Code = &code
+	}
+	return marshal(b)
+}
+
+func openAIErrorType(status int) string {
+	switch {
+	case status == 401:
+		return "authentication_error"
+	case status == 403:
+		return "permission_error"
+	case status == 404:
+		return "not_found_error"
+	case status == 429:
+		return "rate_limit_error"
+	case status == 529 || status == 503:
+		return "overloaded_error"
+	case status >= 500:
+		return "server_error"
+	}
+	return "invalid_request_error"
+}
+
+// errorMessage digs a human message out of an error body of any known shape.
+func errorMessage(body []byte) string {
+	var v struct {
+		Error   json.RawMessage `json:"error"`
+		Message string          `json:"message"`
+	}
+	if json.Unmarshal(body, &v) == nil {
+		var inner struct {
+			Message string `json:"message"`
+		}
+		if json.Unmarshal(v.Error, &inner) == nil && inner.Message != "" {
+			return inner.Message
+		}
+		var s string
+		if json.Unmarshal(v.Error, &s) == nil && s != "" {
+			return s
+		}
+		if v.Message != "" {
+			return v.Message
+		}
+	}
+	s := strings.TrimSpace(string(body))
+	if len(s) > 200 {
+		s = s[:200] + "..."
+	}
+	return s
+}
+
+// marshal encodes v compactly without HTML escaping, so text reaches the
+// client as the model wrote it. Values here are plain data: encoding
+// cannot fail.
+func marshal(v any) []byte {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		panic("translate: marshal: " + err.Error())
+	}
+	return bytes.TrimRight(buf.Bytes(), "\n")
+}
+
+// newID returns prefix followed by 24 random hex digits.
+func newID(prefix string) string {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return prefix + hex.EncodeToString(b[:])
+}
+
+// parseDataURL splits "data:<mime>;base64,<data>". Only base64 data URLs
+// are accepted: every target wants base64.
+func parseDataURL(u string) (mime, data string, ok bool) {
+	rest, found := strings.CutPrefix(u, "data:")
+	if !found {
+		return "", "", false
+	}
+	meta, data, found := strings.Cut(rest, ",")
+	if !found {
+		return "", "", false
+	}
+	mime, enc, _ := strings.Cut(meta, ";")
+	if !strings.EqualFold(enc, "base64") || mime == "" {
+		return "", "", false
+	}
+	return strings.ToLower(mime), data, true
+}
+
+func isHTTPURL(u string) bool {
+	l := strings.ToLower(u)
+	return strings.HasPrefix(l, "https://") || strings.HasPrefix(l, "http://")
+}
+
+// contentParts reads an OpenAI content value: a string becomes one text
+// part, null or absent none.
+func contentParts(raw json.RawMessage, field string) ([]openai.ContentPart, error) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
+		return nil, nil
+	}
+	if raw[0] == '"' {
+		var s string
+		if err := json.Unmarshal(raw, &s); err != nil {
+			return nil, fieldErr(field, "invalid string")
+		}
+		return []openai.ContentPart{{Type: "text", Text: s}}, nil
+	}
+	var parts []openai.ContentPart
+	if err := json.Unmarshal(raw, &parts); err != nil {
+		return nil, fieldErr(field, "must be a string or an array of content parts")
+	}
+	return parts, nil
+}
+
+// textOnly joins the text of parts, refusing anything else.
+func textOnly(parts []openai.ContentPart, field string) (string, error) {
+	var sb strings.Builder
+	for i, p := range parts {
+		switch p.Type {
+		case "text":
+			sb.WriteString(p.Text)
+		case "refusal":
+			sb.WriteString(p.Refusal)
+		default:
+			return "", fieldErr(fmt.Sprintf("%s[%d]", field, i), "content part type %q is not allowed here (text only)", p.Type)
+		}
+	}
+	return sb.String(), nil
+}
+
+// stopList reads stop: a string or an array of strings.
+func stopList(raw json.RawMessage) ([]string, error) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
+		return nil, nil
+	}
+	if raw[0] == '"' {
+		var s string
+		if err := json.Unmarshal(raw, &s); err != nil {
+			return nil, fieldErr("stop", "invalid string")
+		}
+		return []string{s}, nil
+	}
+	var l []string
+	if err := json.Unmarshal(raw, &l); err != nil {
+		return nil, fieldErr("stop", "must be a string or an array of strings")
+	}
+	return l, nil
+}
+
+// toolChoice reads tool_choice: mode is none|auto|required|function, name
+// is set for function.
+func toolChoice(raw json.RawMessage) (mode, name string, err error) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
+		return "", "", nil
+	}
+	if raw[0] == '"' {
+		_ = json.Unmarshal(raw, &mode)
+		switch mode {
+		case "none", "auto", "required":
+			return mode, "", nil
+		}
+		return "", "", fieldErr("tool_choice", "unknown value %q", mode)
+	}
+	var o openai.ToolChoiceObject
+	if json.Unmarshal(raw, &o) != nil || o.Type != "function" || o.Function.Name == "" {
+		return "", "", fieldErr("tool_choice", `must be "none", "auto", "required" or {"type":"function","function":{"name":...}}`)
+	}
+	return "function", o.Function.Name, nil
+}
+
+// jsonObject checks that s is a JSON object ("" counts as {}), as tool
+// arguments must be for targets that take them as structured input.
+func jsonObject(s, field string) (json.RawMessage, error) {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return json.RawMessage("{}"), nil
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal([]byte(s), &m); err != nil || m == nil {
+		return nil, fieldErr(field, "must be a JSON object")
+	}
+	var buf bytes.Buffer
+	if err := json.Compact(&buf, []byte(s)); err != nil {
+		return nil, fieldErr(field, "must be a JSON object")
+	}
+	return buf.Bytes(), nil
+}
+
+// compactJSON returns raw compacted, or "{}" when raw is empty or invalid.
+func compactJSON(raw json.RawMessage) string {
+	var buf bytes.Buffer
+	if len(bytes.TrimSpace(raw)) == 0 || json.Compact(&buf, raw) != nil {
+		return "{}"
+	}
+	return buf.String()
+}
+
+// fieldRule says what a translation does with one top-level request field.
+type fieldRule int
+
+const (
+	mapped  fieldRule = iota // translated (its own checks refuse what cannot be)
+	dropped                  // harmless to drop, documented
+)
+
+// checkFields refuses top-level fields the target does not know: a field
+// that is neither translated nor known to be harmless would otherwise be
+// dropped silently. null values are treated as absent.
+func checkFields(body []byte, rules map[string]fieldRule, target string) error {
+	var top map[string]json.RawMessage
+	if err := json.Unmarshal(body, &top); err != nil {
+		return fieldErr("body", "must be a JSON object")
+	}
+	var bad []string
+	for k, v := range top {
+		if _, ok := rules[k]; ok || bytes.Equal(bytes.TrimSpace(v), []byte("null")) {
+			continue
+		}
+		bad = append(bad, k)
+	}
+	if len(bad) == 0 {
+		return nil
+	}
+	first := bad[0]
+	for _, k := range bad {
+		if k < first {
+			first = k // deterministic message
+		}
+	}
+	return fieldErr(first, "not supported by %s providers", target)
+}
+
+func ptr[T any](v T) *T { return &v }
