@@ -1,0 +1,220 @@
+// Package anthropic sends requests to Anthropic's Messages API. Chat
+// requests (the internal OpenAI form) are translated both ways, streams
+// event by event; native Messages requests from Anthropic clients pass
+// through untouched.
+package anthropic
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"net/http"
+	"strings"
+	"sync/atomic"
+
+	"github.com/tidwall/gjson"
+
+	api "switchboard/internal/api/anthropic"
+	"switchboard/internal/config"
+	"switchboard/internal/provider"
+	"switchboard/internal/sse"
+	"switchboard/internal/translate"
+)
+
+// Provider is one Anthropic upstream.
+type Provider struct {
+	name    string
+	base    string
+	keys    []string
+	headers http.Header
+	client  *http.Client
+	next    atomic.Uint64
+}
+
+// New builds the provider from its config; client is the shared upstream
+// client. base_url is the API root including /v1.
+func New(c *config.Provider, client *http.Client) *Provider {
+	p := &Provider{
+		name:    c.Name,
+		base:    strings.TrimRight(c.BaseURL, "/"),
+		keys:    c.Keys(),
+		headers: make(http.Header, len(c.Headers)),
+		client:  client,
+	}
+	for k, v := range c.Headers {
+		p.headers.Set(k, v)
+	}
+	return p
+}
+
+// key picks the key for one request, rotating through api_keys in order.
+func (p *Provider) key(req *provider.Request) string {
+	if req.APIKey != "" {
+		return req.APIKey
+	}
+	switch len(p.keys) {
+	case 0:
+		return ""
+	case 1:
+		return p.keys[0]
+	}
+	return p.keys[(p.next.Add(1)-1)%uint64(len(p.keys))]
+}
+
+// Send performs one attempt.
+func (p *Provider) Send(ctx context.Context, req *provider.Request) (*provider.Response, error) {
+	switch req.Endpoint {
+	case provider.Chat:
+		return p.chat(ctx, req)
+	case provider.Messages:
+		return p.passthrough(ctx, req)
+	}
+	msg := "provider " + p.name + " (type anthropic) cannot serve /v1/" + string(req.Endpoint)
+	return nil, provider.StatusError(http.StatusBadRequest, nil,
+		translate.OpenAIError(http.StatusBadRequest, msg, "", "unsupported_endpoint"))
+}
+
+// post sends body to /messages. A non-2xx answer is returned with its body
+// read, for the caller to reshape.
+func (p *Provider) post(ctx context.Context, req *provider.Request, body []byte) (*http.Response, []byte, error) {
+	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, p.base+"/messages", bytes.NewReader(body))
+	if err != nil {
+		return nil, nil, &provider.Error{Kind: provider.KindTransport, Msg: "bad upstream url", Err: err}
+	}
+	h := hr.Header
+	for k, v := range p.headers {
+		h[k] = v
+	}
+	for k, v := range req.Header {
+		h[k] = v
+	}
+	// The client's own credentials are for the gateway, never upstream.
+	h.Del("Authorization")
+	h.Set("Content-Type", "application/json")
+	if req.Stream {
+		h.Set("Accept", "text/event-stream")
+	} else {
+		h.Set("Accept", "application/json")
+	}
+	if h.Get("anthropic-version") == "" {
+		h.Set("anthropic-version", api.Version)
+	}
+	h.Del("x-api-key")
+	if k := p.key(req); k != "" {
+		h.Set("x-api-key", k)
+	}
+	resp, err := p.client.Do(hr)
+	if err != nil {
+		return nil, nil, provider.ClassifyDoError(ctx, err)
+	}
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		return resp, provider.ReadErrorBody(resp.Body), nil
+	}
+	return resp, nil, nil
+}
+
+// passthrough forwards a native Messages request and its answer untouched.
+func (p *Provider) passthrough(ctx context.Context, req *provider.Request) (*provider.Response, error) {
+	resp, errBody, err := p.post(ctx, req, req.Body)
+	if err != nil {
+		return nil, err
+	}
+	if errBody != nil || resp.StatusCode < 200 || resp.StatusCode > 299 {
+		return nil, provider.StatusError(resp.StatusCode, resp.Header, errBody)
+	}
+	ct := resp.Header.Get("Content-Type")
+	if req.Stream && provider.IsEventStream(ct) {
+		return &provider.Response{Status: resp.StatusCode, Header: resp.Header, Body: resp.Body, Stream: true}, nil
+	}
+	body, err := provider.ReadUnary(ctx, resp.Body)
+	if err != nil {
+		return nil, err
+	}
+	if !provider.IsJSONContentType(ct) || !gjson.ValidBytes(body) {
+		return nil, badResponse(resp.StatusCode, "upstream answered 200 with a body that is not JSON")
+	}
+	return &provider.Response{Status: resp.StatusCode, Header: resp.Header, Body: provider.NopBody(body)}, nil
+}
+
+// chat translates an OpenAI chat request, sends it and translates the
+// answer back.
+func (p *Provider) chat(ctx context.Context, req *provider.Request) (*provider.Response, error) {
+	t, err := translate.NewOpenAIAnthropic(req.Body)
+	if err != nil {
+		return nil, refusal(err)
+	}
+	resp, errBody, err := p.post(ctx, req, t.Body())
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		return nil, provider.StatusError(resp.StatusCode, resp.Header, t.Error(resp.StatusCode, errBody))
+	}
+	ct := resp.Header.Get("Content-Type")
+	if req.Stream {
+		if !provider.IsEventStream(ct) {
+			resp.Body.Close()
+			return nil, badResponse(resp.StatusCode, "upstream answered a stream request without an event stream")
+		}
+		return openStream(ctx, resp, translate.NewReader(resp.Body, t.Stream()))
+	}
+	body, err := provider.ReadUnary(ctx, resp.Body)
+	if err != nil {
+		return nil, err
+	}
+	if !provider.IsJSONContentType(ct) || !gjson.ValidBytes(body) {
+		return nil, badResponse(resp.StatusCode, "upstream answered 200 with a body that is not JSON")
+	}
+	out, _, err := t.Response(body)
+	if err != nil {
+		return nil, badResponse(resp.StatusCode, err.Error())
+	}
+	return &provider.Response{Status: resp.StatusCode, Header: answerHeader(resp.Header, "application/json"), Body: provider.NopBody(out)}, nil
+}
+
+// openStream reads the upstream until the first translated bytes, so that
+// an error the upstream sends as its first event (overloaded) fails the
+// attempt while failing over is still possible.
+func openStream(ctx context.Context, resp *http.Response, r *translate.Reader) (*provider.Response, error) {
+	if err := r.Prime(); err != nil {
+		r.Close()
+		return nil, streamError(ctx, resp, err)
+	}
+	return &provider.Response{Status: resp.StatusCode, Header: answerHeader(resp.Header, "text/event-stream"), Body: r, Stream: true}, nil
+}
+
+// streamError classifies a failure seen while opening a translated stream.
+func streamError(ctx context.Context, resp *http.Response, err error) error {
+	var ue *translate.UpstreamError
+	var pe *translate.ProtocolError
+	switch {
+	case errors.As(err, &ue):
+		return provider.StatusError(ue.Status, resp.Header, ue.Body)
+	case errors.As(err, &pe), errors.Is(err, sse.ErrTooLong):
+		return badResponse(resp.StatusCode, err.Error())
+	}
+	return provider.TransportError(ctx, err)
+}
+
+// answerHeader is the upstream's header for a translated body: rate-limit
+// and request-id headers stay, the body's own description goes.
+func answerHeader(h http.Header, ct string) http.Header {
+	out := h.Clone()
+	out.Del("Content-Length")
+	out.Del("Content-Encoding")
+	out.Set("Content-Type", ct)
+	return out
+}
+
+func badResponse(status int, msg string) *provider.Error {
+	return &provider.Error{Kind: provider.KindBadResponse, Status: status, Msg: msg}
+}
+
+// refusal turns a translation refusal into a 400 in OpenAI's shape.
+func refusal(err error) error {
+	var fe *translate.FieldError
+	if errors.As(err, &fe) {
+		return provider.StatusError(fe.Status(), nil, fe.OpenAIBody())
+	}
+	return provider.StatusError(http.StatusBadRequest, nil, translate.OpenAIError(http.StatusBadRequest, err.Error(), "", ""))
+}

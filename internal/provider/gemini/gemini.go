@@ -1,0 +1,175 @@
+// Package gemini sends chat requests to Google's Gemini API
+// (generateContent, streamGenerateContent with alt=sse), translating the
+// internal OpenAI form both ways, streams event by event.
+package gemini
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync/atomic"
+
+	"github.com/tidwall/gjson"
+
+	"switchboard/internal/config"
+	"switchboard/internal/provider"
+	"switchboard/internal/sse"
+	"switchboard/internal/translate"
+)
+
+// Provider is one Gemini upstream.
+type Provider struct {
+	name    string
+	base    string
+	keys    []string
+	headers http.Header
+	client  *http.Client
+	next    atomic.Uint64
+}
+
+// New builds the provider from its config; client is the shared upstream
+// client. base_url is the API root, e.g. .../v1beta.
+func New(c *config.Provider, client *http.Client) *Provider {
+	p := &Provider{
+		name:    c.Name,
+		base:    strings.TrimRight(c.BaseURL, "/"),
+		keys:    c.Keys(),
+		headers: make(http.Header, len(c.Headers)),
+		client:  client,
+	}
+	for k, v := range c.Headers {
+		p.headers.Set(k, v)
+	}
+	return p
+}
+
+// key picks the key for one request, rotating through api_keys in order.
+func (p *Provider) key(req *provider.Request) string {
+	if req.APIKey != "" {
+		return req.APIKey
+	}
+	switch len(p.keys) {
+	case 0:
+		return ""
+	case 1:
+		return p.keys[0]
+	}
+	return p.keys[(p.next.Add(1)-1)%uint64(len(p.keys))]
+}
+
+// Send performs one attempt. Only chat completions can be served.
+func (p *Provider) Send(ctx context.Context, req *provider.Request) (*provider.Response, error) {
+	if req.Endpoint != provider.Chat {
+		msg := "provider " + p.name + " (type gemini) cannot serve /v1/" + string(req.Endpoint)
+		return nil, provider.StatusError(http.StatusBadRequest, nil,
+			translate.OpenAIError(http.StatusBadRequest, msg, "", "unsupported_endpoint"))
+	}
+	t, err := translate.NewOpenAIGemini(req.Body)
+	if err != nil {
+		var fe *translate.FieldError
+		if errors.As(err, &fe) {
+			return nil, provider.StatusError(fe.Status(), nil, fe.OpenAIBody())
+		}
+		return nil, provider.StatusError(http.StatusBadRequest, nil, translate.OpenAIError(http.StatusBadRequest, err.Error(), "", ""))
+	}
+	model := req.Model
+	if model == "" {
+		model = t.Model()
+	}
+	u := p.base + "/models/" + url.PathEscape(strings.TrimPrefix(model, "models/"))
+	if req.Stream {
+		u += ":streamGenerateContent?alt=sse"
+	} else {
+		u += ":generateContent"
+	}
+	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, u, bytes.NewReader(t.Body()))
+	if err != nil {
+		return nil, &provider.Error{Kind: provider.KindTransport, Msg: "bad upstream url", Err: err}
+	}
+	h := hr.Header
+	for k, v := range p.headers {
+		h[k] = v
+	}
+	for k, v := range req.Header {
+		h[k] = v
+	}
+	// The client's own credentials are for the gateway, never upstream.
+	h.Del("Authorization")
+	h.Del("x-api-key")
+	h.Set("Content-Type", "application/json")
+	if req.Stream {
+		h.Set("Accept", "text/event-stream")
+	} else {
+		h.Set("Accept", "application/json")
+	}
+	if k := p.key(req); k != "" {
+		h.Set("x-goog-api-key", k)
+	}
+	resp, err := p.client.Do(hr)
+	if err != nil {
+		return nil, provider.ClassifyDoError(ctx, err)
+	}
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		return nil, provider.StatusError(resp.StatusCode, resp.Header, t.Error(resp.StatusCode, provider.ReadErrorBody(resp.Body)))
+	}
+	ct := resp.Header.Get("Content-Type")
+	if req.Stream {
+		if !provider.IsEventStream(ct) {
+			resp.Body.Close()
+			return nil, badResponse(resp.StatusCode, "upstream answered a stream request without an event stream")
+		}
+		r := translate.NewReader(resp.Body, t.Stream())
+		// Read to the first translated bytes: a blocked prompt or an
+		// error event fails the attempt while failing over is possible.
+		if err := r.Prime(); err != nil {
+			r.Close()
+			return nil, streamError(ctx, resp, err)
+		}
+		return &provider.Response{Status: resp.StatusCode, Header: answerHeader(resp.Header, "text/event-stream"), Body: r, Stream: true}, nil
+	}
+	body, err := provider.ReadUnary(ctx, resp.Body)
+	if err != nil {
+		return nil, err
+	}
+	if !provider.IsJSONContentType(ct) || !gjson.ValidBytes(body) {
+		return nil, badResponse(resp.StatusCode, "upstream answered 200 with a body that is not JSON")
+	}
+	out, _, err := t.Response(body)
+	if err != nil {
+		var ue *translate.UpstreamError
+		if errors.As(err, &ue) {
+			return nil, provider.StatusError(ue.Status, resp.Header, ue.Body)
+		}
+		return nil, badResponse(resp.StatusCode, err.Error())
+	}
+	return &provider.Response{Status: resp.StatusCode, Header: answerHeader(resp.Header, "application/json"), Body: provider.NopBody(out)}, nil
+}
+
+func streamError(ctx context.Context, resp *http.Response, err error) error {
+	var ue *translate.UpstreamError
+	var pe *translate.ProtocolError
+	switch {
+	case errors.As(err, &ue):
+		return provider.StatusError(ue.Status, resp.Header, ue.Body)
+	case errors.As(err, &pe), errors.Is(err, sse.ErrTooLong):
+		return badResponse(resp.StatusCode, err.Error())
+	}
+	return provider.TransportError(ctx, err)
+}
+
+// answerHeader is the upstream's header for a translated body: rate-limit
+// and request-id headers stay, the body's own description goes.
+func answerHeader(h http.Header, ct string) http.Header {
+	out := h.Clone()
+	out.Del("Content-Length")
+	out.Del("Content-Encoding")
+	out.Set("Content-Type", ct)
+	return out
+}
+
+func badResponse(status int, msg string) *provider.Error {
+	return &provider.Error{Kind: provider.KindBadResponse, Status: status, Msg: msg}
+}
