@@ -143,7 +143,7 @@ type Retries struct {
 	BackoffBase Duration `yaml:"backoff_base"`
 	// MaxRounds of walking the provider list. Default 3, range 1..10.
 	MaxRounds int `yaml:"max_rounds"`
-	// MaxBackoff caps any single wait, stated or computed. Default 60 s, range 1 s..86400 s.
+	// MaxBackoff caps any single wait, stated or computed. Default 60 s, range 1 ms..86400 s.
 	MaxBackoff Duration `yaml:"max_backoff"`
 }
 

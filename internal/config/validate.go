@@ -90,7 +90,7 @@ func (l *loader) validateRetries(r *Retries) {
 	if !baseOK {
 		l.errAt("retries.backoff_base", "must be greater than 0 and at most 60s, got %s", r.BackoffBase)
 	}
-	if l.durRange("retries.max_backoff", r.MaxBackoff, time.Second, day) && baseOK && r.MaxBackoff < r.BackoffBase {
+	if l.durRange("retries.max_backoff", r.MaxBackoff, time.Millisecond, day) && baseOK && r.MaxBackoff < r.BackoffBase {
 		if l.has("retries.max_backoff") {
 			l.errAt("retries.max_backoff", "must not be less than retries.backoff_base (%s)", r.BackoffBase)
 		} else {

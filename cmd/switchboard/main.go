@@ -1,0 +1,186 @@
+// Command switchboard is an OpenAI-compatible LLM gateway.
+//
+//	switchboard [serve] [--config FILE] [--listen ADDR]   run the gateway (default)
+//	switchboard check CONFIG                              validate a config, print every problem
+//	switchboard version                                   print the version
+//
+// Environment: CONFIG_FILE (default config/config.yaml), PORT (4567), BIND
+// (0.0.0.0), STATE_DIR (data/), SWITCHBOARD_ENV (production requires
+// auth.token).
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"switchboard/internal/config"
+	"switchboard/internal/server"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	cmd := "serve"
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		cmd, args = args[0], args[1:]
+	}
+	switch cmd {
+	case "serve":
+		return serve(args, stderr)
+	case "check":
+		return check(args, stdout, stderr)
+	case "version":
+		fmt.Fprintln(stdout, "switchboard", version)
+		return 0
+	case "help":
+		fmt.Fprintln(stdout, usage)
+		return 0
+	}
+	fmt.Fprintf(stderr, "unknown command %q\n%s\n", cmd, usage)
+	return 2
+}
+
+const usage = `usage:
+  switchboard [serve] [--config FILE] [--listen ADDR]
+  switchboard check CONFIG
+  switchboard version`
+
+func envOr(k, def string) string {
+	if v := os.Getenv(k); v != "" {
+		return v
+	}
+	return def
+}
+
+func check(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("check", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	path := fs.String("config", "", "config file")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if *path == "" && fs.NArg() > 0 {
+		*path = fs.Arg(0)
+	}
+	if *path == "" {
+		*path = envOr("CONFIG_FILE", "config/config.yaml")
+	}
+	cfg, err := config.Load(*path)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
+	fmt.Fprintf(stdout, "%s: ok (%d providers, %d models)\n", *path, len(cfg.Providers), len(cfg.Models))
+	return 0
+}
+
+func serve(args []string, stderr io.Writer) int {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	path := fs.String("config", envOr("CONFIG_FILE", "config/config.yaml"), "config file (env CONFIG_FILE)")
+	listen := fs.String("listen", envOr("BIND", "0.0.0.0"), "listen address: host or host:port (env BIND, PORT)")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	boot := slog.New(server.LogHandler{Handler: slog.NewTextHandler(stderr, nil)})
+	cfg, err := config.Load(*path)
+	if err != nil {
+		boot.Error("cannot load config", "path", *path, "error", err.Error())
+		return 1
+	}
+	if strings.EqualFold(os.Getenv("SWITCHBOARD_ENV"), "production") && cfg.Auth.Token == "" {
+		boot.Error("SWITCHBOARD_ENV=production requires auth.token in the config")
+		return 1
+	}
+	logLevel := new(slog.LevelVar)
+	log := newLogger(stderr, cfg, logLevel)
+
+	addr := *listen
+	if _, _, err := net.SplitHostPort(addr); err != nil {
+		addr = net.JoinHostPort(strings.Trim(addr, "[]"), envOr("PORT", "4567"))
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		log.Error("cannot listen", "addr", addr, "error", err.Error())
+		return 1
+	}
+
+	srv := server.New(log, nil, nil)
+	srv.Apply(cfg)
+	if cfg.Performance.PrewarmConnections {
+		go srv.Prewarm()
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	go reloadOnSignal(ctx, srv, *path, log, logLevel)
+
+	log.Info("switchboard listening", "addr", ln.Addr().String(), "config", *path, "models", len(cfg.Models),
+		"providers", len(cfg.Providers), "version", version)
+	if err := srv.Serve(ctx, ln); err != nil && !errors.Is(err, context.Canceled) {
+		log.Error("server stopped", "error", err.Error())
+		return 1
+	}
+	log.Info("switchboard stopped")
+	return 0
+}
+
+func newLogger(w io.Writer, cfg *config.Config, level *slog.LevelVar) *slog.Logger {
+	setLevel(level, cfg.Logging.Level)
+	opts := &slog.HandlerOptions{Level: level}
+	var h slog.Handler = slog.NewTextHandler(w, opts)
+	if cfg.Logging.Format == "json" {
+		h = slog.NewJSONHandler(w, opts)
+	}
+	return slog.New(server.LogHandler{Handler: h})
+}
+
+func setLevel(v *slog.LevelVar, s string) {
+	switch s {
+	case "debug":
+		v.Set(slog.LevelDebug)
+	case "warn":
+		v.Set(slog.LevelWarn)
+	case "error":
+		v.Set(slog.LevelError)
+	default:
+		v.Set(slog.LevelInfo)
+	}
+}
+
+// reloadOnSignal reloads the config on SIGHUP and SIGUSR1; an invalid file
+// is refused with its errors logged and the old config keeps serving.
+func reloadOnSignal(ctx context.Context, srv *server.Server, path string, log *slog.Logger, level *slog.LevelVar) {
+	ch := make(chan os.Signal, 1)
+	signal.Notify(ch, syscall.SIGHUP, syscall.SIGUSR1)
+	defer signal.Stop(ch)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case sig := <-ch:
+			cfg, err := config.Load(path)
+			if err != nil {
+				log.Error("config reload refused; keeping the running config", "signal", sig.String(), "error", err.Error())
+				continue
+			}
+			setLevel(level, cfg.Logging.Level)
+			srv.Apply(cfg)
+			log.Info("config reloaded", "signal", sig.String(), "models", len(cfg.Models))
+		}
+	}
+}

@@ -1,0 +1,180 @@
+package server
+
+import (
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/tidwall/gjson"
+
+	"switchboard/internal/proxy"
+	"switchboard/internal/translate"
+)
+
+// Protocol is the client's wire protocol, which decides the error shape.
+type Protocol int
+
+const (
+	// OpenAI: {"error":{"message","type","param","code"}}.
+	OpenAI Protocol = iota
+	// Anthropic: {"type":"error","error":{"type","message"}}.
+	Anthropic
+)
+
+// apiError is a gateway-made error. One writer turns it into the client's
+// protocol.
+type apiError struct {
+	Status  int
+	Type    string
+	Code    string
+	Param   string
+	Message string
+	// RetryAfter, when positive, is sent as the Retry-After header.
+	RetryAfter time.Duration
+	Detail     any
+}
+
+func errInvalid(msg string) *apiError {
+	return &apiError{Status: http.StatusBadRequest, Type: "invalid_request_error", Code: "invalid_request", Message: msg}
+}
+
+func typeFor(status int) string {
+	switch {
+	case status == 401:
+		return "authentication_error"
+	case status == 403:
+		return "permission_error"
+	case status == 404:
+		return "not_found_error"
+	case status == 429:
+		return "rate_limit_error"
+	case status >= 500:
+		return "server_error"
+	}
+	return "invalid_request_error"
+}
+
+func writeError(w http.ResponseWriter, proto Protocol, e *apiError) {
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Del("Content-Length")
+	if e.RetryAfter > 0 {
+		h.Set("Retry-After", strconv.Itoa(int((e.RetryAfter+time.Second-1)/time.Second)))
+	} else if (e.Status == 429 || e.Status == 503) && h.Get("Retry-After") == "" {
+		// Every gateway refusal tells the client when to come back.
+		h.Set("Retry-After", "1")
+	}
+	w.WriteHeader(e.Status)
+	_, _ = w.Write(errorBody(proto, e))
+}
+
+func errorBody(proto Protocol, e *apiError) []byte {
+	if proto == Anthropic {
+		b, _ := json.Marshal(map[string]any{"type": "error", "error": map[string]any{
+			"type": anthropicType(e.Status), "message": e.Message}})
+		return b
+	}
+	inner := map[string]any{"message": e.Message, "type": e.Type, "param": nil, "code": nil}
+	if e.Param != "" {
+		inner["param"] = e.Param
+	}
+	if e.Code != "" {
+		inner["code"] = e.Code
+	}
+	if e.Detail != nil {
+		inner["detail"] = e.Detail
+	}
+	b, _ := json.Marshal(map[string]any{"error": inner})
+	return b
+}
+
+func anthropicType(status int) string {
+	switch status {
+	case 400, 413, 405:
+		return "invalid_request_error"
+	case 401:
+		return "authentication_error"
+	case 403:
+		return "permission_error"
+	case 404:
+		return "not_found_error"
+	case 429:
+		return "rate_limit_error"
+	case 529, 503:
+		return "overloaded_error"
+	}
+	return "api_error"
+}
+
+// failureDetail is the `detail` of an all-providers-failed error.
+type failureDetail struct {
+	Attempts    []proxy.Attempt `json:"attempts"`
+	DeadlineHit bool            `json:"deadline_hit"`
+}
+
+// writeFailure answers a loop that found no provider. A single provider's
+// own error passes through untouched (status and body); otherwise the
+// client gets the gateway's summary with every attempt.
+func writeFailure(w http.ResponseWriter, proto Protocol, f *proxy.Failure) {
+	last := f.Last
+	if last != nil && last.Status >= 400 && len(last.Body) > 0 && singleProvider(f.Attempts) && gjson.ValidBytes(last.Body) &&
+		gjson.GetBytes(last.Body, "error").Exists() {
+		h := w.Header()
+		copyUpstreamHeaders(h, last.Header)
+		h.Set("Content-Type", "application/json")
+		body := last.Body
+		if proto == Anthropic && gjson.GetBytes(body, "type").String() != "error" {
+			body = translate.ErrorToAnthropic(last.Status, body)
+		}
+		w.WriteHeader(last.Status)
+		_, _ = w.Write(body)
+		return
+	}
+	status := http.StatusBadGateway
+	if last != nil && last.Status >= 400 && last.Status <= 599 {
+		status = last.Status
+	}
+	if f.DeadlineHit && status == http.StatusBadGateway {
+		status = http.StatusGatewayTimeout
+	}
+	var b strings.Builder
+	b.WriteString("All providers failed: ")
+	for i, a := range f.Attempts {
+		if i > 0 {
+			b.WriteString("; ")
+		}
+		b.WriteString(a.Provider)
+		b.WriteString(": ")
+		b.WriteString(a.Reason)
+		if a.Status != 0 {
+			b.WriteString(" (status=")
+			b.WriteString(strconv.Itoa(a.Status))
+			b.WriteString(")")
+		}
+	}
+	if len(f.Attempts) == 0 {
+		b.WriteString("no provider was available")
+	}
+	if f.DeadlineHit {
+		b.WriteString("; request deadline reached")
+	}
+	e := &apiError{Status: status, Type: typeFor(status), Code: "all_failed", Message: b.String(),
+		Detail: failureDetail{Attempts: f.Attempts, DeadlineHit: f.DeadlineHit}}
+	if status == 429 || status == 503 {
+		if last != nil && last.Header != nil && last.Header.Get("Retry-After") != "" {
+			w.Header().Set("Retry-After", last.Header.Get("Retry-After"))
+		}
+	}
+	writeError(w, proto, e)
+}
+
+func singleProvider(a []proxy.Attempt) bool {
+	for i := 1; i < len(a); i++ {
+		if a[i].Provider != a[0].Provider {
+			return false
+		}
+	}
+	return len(a) > 0
+}

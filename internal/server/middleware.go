@@ -1,0 +1,174 @@
+package server
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"log/slog"
+	"net/http"
+	"runtime/debug"
+	"strings"
+	"time"
+
+	"switchboard/internal/metrics"
+)
+
+type ctxKey int
+
+const requestIDKey ctxKey = iota
+
+// RequestID returns the request id carried by ctx ("" when none).
+func RequestID(ctx context.Context) string {
+	id, _ := ctx.Value(requestIDKey).(string)
+	return id
+}
+
+// LogHandler adds the request id of the record's context to every log
+// line, so that helpers deep in a request need only pass ctx.
+type LogHandler struct{ slog.Handler }
+
+func (h LogHandler) Handle(ctx context.Context, r slog.Record) error {
+	if id := RequestID(ctx); id != "" {
+		r.AddAttrs(slog.String("request_id", id))
+	}
+	return h.Handler.Handle(ctx, r)
+}
+
+func (h LogHandler) WithAttrs(a []slog.Attr) slog.Handler { return LogHandler{h.Handler.WithAttrs(a)} }
+func (h LogHandler) WithGroup(n string) slog.Handler      { return LogHandler{h.Handler.WithGroup(n)} }
+
+// validRequestID accepts a client's X-Request-Id when it is short and
+// printable, so that it is safe in logs and headers.
+func validRequestID(id string) bool {
+	if id == "" || len(id) > 128 {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		if c := id[i]; c < 0x21 || c > 0x7e {
+			return false
+		}
+	}
+	return true
+}
+
+func newRequestID() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return "req_" + hex.EncodeToString(b[:])
+}
+
+// statusWriter records the status for the access log and metrics. It
+// passes Flush through so streams are not buffered.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+	wrote  bool
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if !w.wrote {
+		w.status, w.wrote = code, true
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if !w.wrote {
+		w.status, w.wrote = http.StatusOK, true
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+func (w *statusWriter) Flush() {
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// wrap is the outer middleware: request id, recovery, access log.
+func (s *Server) wrap(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		id := r.Header.Get("X-Request-Id")
+		if !validRequestID(id) {
+			id = newRequestID()
+		}
+		w.Header().Set("X-Request-Id", id)
+		ctx := context.WithValue(r.Context(), requestIDKey, id)
+		r = r.WithContext(ctx)
+		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
+		s.inflight.Add(1)
+		s.Metrics.InFlight.Inc()
+		defer s.inflight.Done()
+		defer func() {
+			if v := recover(); v != nil {
+				if v == http.ErrAbortHandler {
+					panic(v)
+				}
+				s.Log.ErrorContext(ctx, "panic serving request", "panic", v, "stack", string(debug.Stack()))
+				if !sw.wrote {
+					writeError(sw, protocolOf(r), &apiError{Status: 500, Type: "server_error", Code: "internal_error",
+						Message: "internal error; request id " + id})
+				}
+			}
+			s.Metrics.InFlight.Dec()
+			rl := routeLabel(r.URL.Path)
+			s.Metrics.Requests.WithLabelValues(rl, metrics.Status(sw.status)).Inc()
+			s.Metrics.RequestDuration.WithLabelValues(rl).Observe(time.Since(start).Seconds())
+			s.Log.LogAttrs(ctx, slog.LevelInfo, "request", slog.String("method", r.Method),
+				slog.String("path", r.URL.Path), slog.Int("status", sw.status),
+				slog.Duration("duration", time.Since(start)))
+		}()
+		next.ServeHTTP(sw, r)
+	})
+}
+
+// routeLabel bounds the route label to known paths.
+func routeLabel(p string) string {
+	switch p {
+	case "/v1/chat/completions", "/v1/completions", "/v1/responses", "/v1/embeddings", "/v1/messages",
+		"/v1/models", "/health", "/ready", "/metrics", "/v1/usage", "/v1/health/detail", "/dashboard":
+		return p
+	}
+	if strings.HasPrefix(p, "/v1/models/") {
+		return "/v1/models/{name}"
+	}
+	return "other"
+}
+
+func protocolOf(r *http.Request) Protocol {
+	if strings.HasPrefix(r.URL.Path, "/v1/messages") {
+		return Anthropic
+	}
+	return OpenAI
+}
+
+// presentedKey finds the client's gateway key: Authorization Bearer,
+// x-api-key or x-goog-api-key.
+func presentedKey(r *http.Request) string {
+	if a := r.Header.Get("Authorization"); a != "" {
+		if len(a) > 7 && strings.EqualFold(a[:7], "bearer ") {
+			return strings.TrimSpace(a[7:])
+		}
+	}
+	if k := r.Header.Get("X-Api-Key"); k != "" {
+		return k
+	}
+	return r.Header.Get("X-Goog-Api-Key")
+}
+
+// authed reports whether the request carries the gateway token (always
+// true when auth is off). It writes the 401 itself.
+func (s *Server) authed(w http.ResponseWriter, r *http.Request, snap *Snapshot) bool {
+	if snap.tokenHash == nil {
+		return true
+	}
+	if k := presentedKey(r); k != "" && checkToken(k, snap.tokenHash) {
+		return true
+	}
+	writeError(w, protocolOf(r), &apiError{Status: http.StatusUnauthorized, Type: "authentication_error",
+		Code: "invalid_api_key", Message: "missing or invalid API key: send it as Authorization: Bearer <token> or x-api-key"})
+	return false
+}

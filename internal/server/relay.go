@@ -1,0 +1,136 @@
+package server
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+
+	"github.com/tidwall/gjson"
+
+	"switchboard/internal/provider"
+	"switchboard/internal/proxy"
+	"switchboard/internal/sse"
+)
+
+// setAnswerHeaders relays the provider's headers and names who served.
+func setAnswerHeaders(w http.ResponseWriter, res *proxy.Result) {
+	h := w.Header()
+	copyUpstreamHeaders(h, res.Header)
+	h.Set("X-Switchboard-Provider", res.Candidate.Provider)
+}
+
+// relay writes a committed result in the OpenAI protocol.
+func (s *Server) relay(w http.ResponseWriter, r *http.Request, res *proxy.Result, ep provider.Endpoint) {
+	setAnswerHeaders(w, res)
+	if res.Events == nil {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(res.Status)
+		_, _ = w.Write(res.Body)
+		return
+	}
+	startStream(w)
+	sw := sse.NewWriter(w)
+	var tail streamTail
+	if ep == provider.Responses {
+		tail = &responsesTail{}
+	}
+	err := pump(sw, res, tail)
+	if err == nil || errors.Is(err, errClientGone) {
+		return
+	}
+	s.Log.WarnContext(r.Context(), "stream failed after the first byte", "provider", res.Candidate.Provider, "error", err.Error())
+	// No fallback once bytes reached the client: end the stream with an
+	// error event in the client's protocol, then [DONE].
+	if ep == provider.Responses {
+		_ = sw.Event("response.failed", responsesFailed("upstream_stopped", "the upstream stream failed: "+err.Error()))
+	} else {
+		_ = sw.Data(errorBody(OpenAI, &apiError{Type: "server_error", Code: "upstream_error",
+			Message: "the upstream stream failed after it started: " + err.Error()}))
+	}
+	_ = sw.Done()
+}
+
+func startStream(w http.ResponseWriter) {
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+}
+
+var errClientGone = errors.New("client went away")
+
+// streamTail watches relayed events and may add events at the end.
+type streamTail interface {
+	See(ev *sse.Event)
+	// Finish writes what the stream lacked; clean reports a complete end.
+	Finish(sw *sse.Writer, clean bool)
+}
+
+// pump writes the held events, then relays the rest event by event, each
+// flushed. It returns nil at a clean end, errClientGone when the client
+// left, or the upstream's error.
+func pump(sw *sse.Writer, res *proxy.Result, tail streamTail) error {
+	for _, raw := range res.Held {
+		if tail != nil {
+			ev, _ := sse.NewReader(bytes.NewReader(raw)).Next()
+			tail.See(&ev)
+		}
+		if err := sw.Raw(raw); err != nil {
+			return errClientGone
+		}
+	}
+	for {
+		ev, err := res.Events.Next()
+		if err != nil {
+			if err == io.EOF {
+				if tail != nil {
+					tail.Finish(sw, false)
+				}
+				return nil
+			}
+			if tail != nil {
+				tail.Finish(sw, false)
+				return nil
+			}
+			return err
+		}
+		if tail != nil {
+			tail.See(&ev)
+		}
+		if err := sw.Raw(ev.Raw); err != nil {
+			return errClientGone
+		}
+	}
+}
+
+// responsesTail injects response.failed when a Responses stream ends
+// without a terminal event, so clients fail fast instead of hanging.
+type responsesTail struct{ terminal bool }
+
+func (t *responsesTail) See(ev *sse.Event) {
+	typ := ev.Name
+	if typ == "" && len(ev.Data) > 0 && ev.Data[0] == '{' {
+		typ = gjson.GetBytes(ev.Data, "type").String()
+	}
+	switch typ {
+	case "response.completed", "response.failed", "response.incomplete", "error":
+		t.terminal = true
+	}
+}
+
+func (t *responsesTail) Finish(sw *sse.Writer, _ bool) {
+	if t.terminal {
+		return
+	}
+	_ = sw.Event("response.failed", responsesFailed("upstream_stopped", "the upstream ended the stream without completing the response"))
+	_ = sw.Done()
+}
+
+func responsesFailed(code, msg string) []byte {
+	b, _ := json.Marshal(map[string]any{"type": "response.failed", "response": map[string]any{
+		"object": "response", "status": "failed", "error": map[string]any{"code": code, "message": msg}}})
+	return b
+}

@@ -1,0 +1,201 @@
+// Package server is Switchboard's HTTP front: routes, middleware (request
+// id, recovery, auth, body limit), the request handlers, and the one place
+// that writes errors. It reads an atomically swapped config snapshot; no
+// lock is taken on the request path.
+package server
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"reflect"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"switchboard/internal/clock"
+	"switchboard/internal/config"
+	"switchboard/internal/health"
+	"switchboard/internal/metrics"
+	"switchboard/internal/provider"
+	"switchboard/internal/provider/anthropic"
+	"switchboard/internal/provider/gemini"
+	"switchboard/internal/provider/mock"
+	"switchboard/internal/provider/openai"
+	"switchboard/internal/proxy"
+	"switchboard/internal/route"
+)
+
+// Snapshot is everything a request reads from one config version.
+type Snapshot struct {
+	Config *config.Config
+	Routes *route.Table
+	// tokenHash is sha256(auth.token) when auth is on.
+	tokenHash   *[32]byte
+	metricsHash *[32]byte
+}
+
+// Server is the gateway. Create it with New, then Apply a config.
+type Server struct {
+	Log    *slog.Logger
+	Clock  clock.Clock
+	Health  *health.Registry
+	Metrics *metrics.Metrics
+
+	snap     atomic.Pointer[Snapshot]
+	proxy    *proxy.Proxy
+	client   *http.Client
+	draining atomic.Bool
+	inflight sync.WaitGroup
+
+	mu        sync.Mutex // guards instances during Apply only
+	instances map[string]instance
+}
+
+// instance is a provider built from one config; reused across reloads while
+// the config is unchanged, so mock scripts and pools survive.
+type instance struct {
+	cfg config.Provider
+	p   provider.Provider
+}
+
+// New builds a server; client is the shared upstream client (nil builds
+// one from the first applied config's timeouts).
+func New(log *slog.Logger, clk clock.Clock, client *http.Client) *Server {
+	if clk == nil {
+		clk = clock.Real{}
+	}
+	s := &Server{Log: log, Clock: clk, client: client, instances: map[string]instance{}}
+	s.Health = health.New(clk, health.Settings{Threshold: 3, Window: time.Minute, Cooldown: time.Minute, DefaultPause: time.Minute})
+	s.Metrics = metrics.New()
+	s.proxy = &proxy.Proxy{Clock: clk, Log: log, Health: s.Health, Metrics: s.Metrics}
+	return s
+}
+
+// Apply validates nothing (config.Load did) and swaps in cfg atomically.
+func (s *Server) Apply(cfg *config.Config) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.client == nil {
+		s.client = provider.NewHTTPClient(provider.ClientOptions{
+			Open: cfg.Timeouts.Open.D(), Read: cfg.Timeouts.Read.D(), Write: cfg.Timeouts.Write.D()})
+	}
+	next := make(map[string]instance, len(cfg.Providers))
+	table := route.Compile(cfg, func(pc *config.Provider) provider.Provider {
+		if old, ok := s.instances[pc.Name]; ok && reflect.DeepEqual(old.cfg, *pc) {
+			next[pc.Name] = old
+			return old.p
+		}
+		p := s.build(pc)
+		next[pc.Name] = instance{cfg: *pc, p: p}
+		return p
+	})
+	s.instances = next
+	b := cfg.Health.Breaker
+	s.Health.Configure(health.Settings{Threshold: *b.Threshold, Window: b.Window.D(), Cooldown: b.Cooldown.D(),
+		DefaultPause: time.Duration(cfg.Performance.QuotaPauseDefaultSeconds) * time.Second})
+	snap := &Snapshot{Config: cfg, Routes: table}
+	if cfg.Auth.Token != "" {
+		h := sha256.Sum256([]byte(cfg.Auth.Token))
+		snap.tokenHash = &h
+	}
+	if cfg.Auth.MetricsToken != "" {
+		h := sha256.Sum256([]byte(cfg.Auth.MetricsToken))
+		snap.metricsHash = &h
+	}
+	s.snap.Store(snap)
+}
+
+func (s *Server) build(pc *config.Provider) provider.Provider {
+	switch pc.Type {
+	case config.TypeMock:
+		return mock.New(pc.Name, *pc.Mock)
+	case config.TypeAnthropic:
+		return anthropic.New(pc, s.client)
+	case config.TypeGemini:
+		return gemini.New(pc, s.client)
+	}
+	return openai.New(pc, s.client)
+}
+
+// Snapshot returns the current config snapshot (nil before the first Apply).
+func (s *Server) Snapshot() *Snapshot { return s.snap.Load() }
+
+// Provider returns the live instance of a provider by name (tests script
+// mock providers through it).
+func (s *Server) Provider(name string) provider.Provider {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.instances[name].p
+}
+
+// Client is the shared upstream client.
+func (s *Server) Client() *http.Client { return s.client }
+
+// Ready reports whether the server has a config and is not draining.
+func (s *Server) Ready() bool { return s.snap.Load() != nil && !s.draining.Load() }
+
+// Serve accepts on ln until ctx is done, then drains: it stops accepting,
+// lets in-flight requests and streams finish for up to the configured
+// shutdown bound, and returns.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	hs := &http.Server{
+		Handler:           s.Handler(),
+		ReadHeaderTimeout: 30 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		ErrorLog:          slog.NewLogLogger(s.Log.Handler(), slog.LevelWarn),
+		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	s.draining.Store(true)
+	bound := 30 * time.Second
+	if snap := s.snap.Load(); snap != nil {
+		bound = snap.Config.Timeouts.Shutdown.D()
+	}
+	s.Log.Info("shutting down: draining in-flight requests", "bound", bound.String())
+	sctx, cancel := context.WithTimeout(context.Background(), bound)
+	defer cancel()
+	err := hs.Shutdown(sctx)
+	if errors.Is(err, context.DeadlineExceeded) {
+		s.Log.Warn("drain bound reached; closing remaining connections")
+		_ = hs.Close()
+		return nil
+	}
+	if err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("shutdown: %w", err)
+	}
+	return nil
+}
+
+// checkToken compares a presented token with a stored hash in constant time.
+func checkToken(presented string, want *[32]byte) bool {
+	got := sha256.Sum256([]byte(presented))
+	return subtle.ConstantTimeCompare(got[:], want[:]) == 1
+}
+
+// Prewarm opens a connection to each remote provider origin (bounded by
+// timeouts.open); failures are ignored.
+func (s *Server) Prewarm() {
+	snap := s.snap.Load()
+	if snap == nil {
+		return
+	}
+	var origins []string
+	for _, p := range snap.Config.Providers {
+		if p.Type != config.TypeMock && p.BaseURL != "" {
+			origins = append(origins, p.BaseURL)
+		}
+	}
+	provider.Prewarm(s.client, origins, snap.Config.Timeouts.Open.D())
+}
