@@ -42,8 +42,8 @@ type Snapshot struct {
 
 // Server is the gateway. Create it with New, then Apply a config.
 type Server struct {
-	Log    *slog.Logger
-	Clock  clock.Clock
+	Log     *slog.Logger
+	Clock   clock.Clock
 	Health  *health.Registry
 	Metrics *metrics.Metrics
 
