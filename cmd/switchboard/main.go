@@ -17,10 +17,13 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
+	"net/http/pprof"
 	"os"
 	"os/signal"
 	"strings"
 	"syscall"
+	"time"
 
 	"switchboard/internal/config"
 	"switchboard/internal/server"
@@ -93,6 +96,7 @@ func serve(args []string, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	path := fs.String("config", envOr("CONFIG_FILE", "config/config.yaml"), "config file (env CONFIG_FILE)")
 	listen := fs.String("listen", envOr("BIND", "0.0.0.0"), "listen address: host or host:port (env BIND, PORT)")
+	pprofAddr := fs.String("pprof", os.Getenv("SWITCHBOARD_PPROF"), "serve net/http/pprof on this address, e.g. 127.0.0.1:6060 (off by default; env SWITCHBOARD_PPROF)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -117,6 +121,10 @@ func serve(args []string, stderr io.Writer) int {
 	if err != nil {
 		log.Error("cannot listen", "addr", addr, "error", err.Error())
 		return 1
+	}
+
+	if *pprofAddr != "" {
+		go servePprof(*pprofAddr, log)
 	}
 
 	srv := server.New(log, nil, nil)
@@ -182,5 +190,21 @@ func reloadOnSignal(ctx context.Context, srv *server.Server, path string, log *s
 			srv.Apply(cfg)
 			log.Info("config reloaded", "signal", sig.String(), "models", len(cfg.Models))
 		}
+	}
+}
+
+// servePprof exposes profiling on its own listener, never on the gateway's
+// port, so it cannot be reached through the public address by accident.
+func servePprof(addr string, log *slog.Logger) {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	log.Info("pprof listening", "addr", addr)
+	srv := &http.Server{Addr: addr, Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	if err := srv.ListenAndServe(); err != nil {
+		log.Error("pprof stopped", "error", err.Error())
 	}
 }
