@@ -96,7 +96,7 @@ logging:
 			{"t.yaml:13: metrics.tps_log.interval", "between 0s and 3600s"},
 			{"t.yaml:14: metrics.tps_log.min_tokens", "between 0 and 1000000000"},
 			{"t.yaml:17: health.breaker.threshold", "between 0 and 1000"},
-			{"t.yaml:18: health.breaker.cooldown", "between 1s and 86400s"},
+			{"t.yaml:18: health.breaker.cooldown", "between 1ms and 86400s"},
 			{"t.yaml:20: logging.level", `must be one of debug, info, warn, error, got "verbose"`},
 			{"t.yaml:21: logging.format", `must be one of text, json, got "xml"`},
 		}},

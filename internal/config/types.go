@@ -234,9 +234,9 @@ type Health struct {
 type Breaker struct {
 	// Threshold failures within Window open the circuit. Default 3, range 0..1000 (0 disables).
 	Threshold *int `yaml:"threshold"`
-	// Window is the sliding failure window. Default 60 s, range 1..86400 s.
+	// Window is the sliding failure window. Default 60 s, range 1 ms..86400 s.
 	Window Duration `yaml:"window"`
-	// Cooldown before a half-open probe. Default 60 s, range 1..86400 s.
+	// Cooldown before a half-open probe. Default 60 s, range 1 ms..86400 s.
 	Cooldown Duration `yaml:"cooldown"`
 }
 

@@ -49,8 +49,8 @@ func (l *loader) validate(c *Config) {
 
 	b := &c.Health.Breaker
 	l.intRange("health.breaker.threshold", int64(*b.Threshold), 0, 1000)
-	l.durRange("health.breaker.window", b.Window, time.Second, day)
-	l.durRange("health.breaker.cooldown", b.Cooldown, time.Second, day)
+	l.durRange("health.breaker.window", b.Window, time.Millisecond, day)
+	l.durRange("health.breaker.cooldown", b.Cooldown, time.Millisecond, day)
 
 	names := make([]string, 0, len(c.Providers))
 	for name := range c.Providers {

@@ -45,6 +45,9 @@ func chatGate(ev *sse.Event) Verdict {
 	if ev.Done() {
 		return Fail // [DONE] before any content: nothing was answered
 	}
+	if !gjson.ValidBytes(ev.Data) {
+		return Fail // a broken line before the first token: try elsewhere
+	}
 	r := gjson.ParseBytes(ev.Data)
 	if r.Get("error").Exists() {
 		return Fail
@@ -68,6 +71,9 @@ func completionsGate(ev *sse.Event) Verdict {
 		return Hold
 	}
 	if ev.Done() {
+		return Fail
+	}
+	if !gjson.ValidBytes(ev.Data) {
 		return Fail
 	}
 	r := gjson.ParseBytes(ev.Data)
