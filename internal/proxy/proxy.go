@@ -16,6 +16,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/tidwall/gjson"
 	"github.com/tidwall/sjson"
 
 	"switchboard/internal/clock"
@@ -299,6 +300,11 @@ func (p *Proxy) attempt(ctx context.Context, c *Call, cand *route.Candidate, dea
 			var perr *provider.Error
 			errors.As(rerr, &perr)
 			return nil, timeout(perr)
+		}
+		if !gjson.ValidBytes(body) {
+			// A 200 with HTML or a truncated document is the provider's
+			// failure, not an answer to relay.
+			return nil, &provider.Error{Kind: provider.KindBadResponse, Status: resp.Status, Msg: "upstream answer is not valid JSON"}
 		}
 		res.Body = body
 		return res, nil

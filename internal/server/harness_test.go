@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"switchboard/internal/clock"
 	"switchboard/internal/config"
 	"switchboard/internal/provider/mock"
 )
@@ -45,6 +46,12 @@ func (b *syncBuffer) String() string {
 // the caller) and serves it.
 func startGateway(t *testing.T, yaml string) *gateway {
 	t.Helper()
+	return startGatewayClock(t, yaml, nil)
+}
+
+// startGatewayClock serves yaml with an injected clock (nil = real).
+func startGatewayClock(t *testing.T, yaml string, clk clock.Clock) *gateway {
+	t.Helper()
 	cfg, err := config.Parse([]byte(yaml), "test.yaml")
 	if err != nil {
 		t.Fatalf("config: %v", err)
@@ -55,7 +62,7 @@ func startGateway(t *testing.T, yaml string) *gateway {
 		w = io.MultiWriter(logs, os.Stderr)
 	}
 	log := slog.New(LogHandler{slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelDebug})})
-	s := New(log, nil, nil)
+	s := New(log, clk, nil)
 	s.Apply(cfg)
 	ts := httptest.NewServer(s.Handler())
 	t.Cleanup(ts.Close)
