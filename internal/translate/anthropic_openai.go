@@ -25,7 +25,7 @@ var messagesFields = map[string]fieldRule{
 // usage (stream_options.include_usage) so that the answer can be metered
 // and message_delta can carry it. A *FieldError refuses the request.
 func MessagesToChat(body []byte) ([]byte, error) {
-	if err := checkFields(body, messagesFields, "this gateway's translation of"); err != nil {
+	if err := checkFields(body, messagesFields, "the gateway's /v1/messages translation"); err != nil {
 		return nil, err
 	}
 	var in anthropic.Request

@@ -45,7 +45,7 @@ type OpenAIAnthropic struct {
 // NewOpenAIAnthropic translates an OpenAI chat request. A *FieldError
 // refuses it.
 func NewOpenAIAnthropic(chatReq []byte) (*OpenAIAnthropic, error) {
-	if err := checkFields(chatReq, anthropicFields, "anthropic"); err != nil {
+	if err := checkFields(chatReq, anthropicFields, "anthropic providers"); err != nil {
 		return nil, err
 	}
 	var in openai.ChatRequest

@@ -53,7 +53,7 @@ type OpenAIGemini struct {
 // NewOpenAIGemini translates an OpenAI chat request. A *FieldError
 // refuses it.
 func NewOpenAIGemini(chatReq []byte) (*OpenAIGemini, error) {
-	if err := checkFields(chatReq, geminiFields, "gemini"); err != nil {
+	if err := checkFields(chatReq, geminiFields, "gemini providers"); err != nil {
 		return nil, err
 	}
 	var in openai.ChatRequest

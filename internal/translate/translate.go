@@ -329,7 +329,8 @@ const (
 
 // checkFields refuses top-level fields the target does not know: a field
 // that is neither translated nor known to be harmless would otherwise be
-// dropped silently. null values are treated as absent.
+// dropped silently. null values are treated as absent. target completes
+// the message "not supported by ...".
 func checkFields(body []byte, rules map[string]fieldRule, target string) error {
 	var top map[string]json.RawMessage
 	if err := json.Unmarshal(body, &top); err != nil {
@@ -351,7 +352,7 @@ func checkFields(body []byte, rules map[string]fieldRule, target string) error {
 			first = k // deterministic message
 		}
 	}
-	return fieldErr(first, "not supported by %s providers", target)
+	return fieldErr(first, "not supported by %s", target)
 }
 
 func ptr[T any](v T) *T { return &v }
