@@ -180,6 +180,11 @@ func anthropicTools(in *openai.ChatRequest, out *anthropic.Request) error {
 	if err != nil {
 		return err
 	}
+	if len(out.Tools) == 0 {
+		// Anthropic refuses tool_choice without tools; without tools
+		// any choice means the same: no calls.
+		return nil
+	}
 	switch mode {
 	case "auto":
 		out.ToolChoice = &anthropic.ToolChoice{Type: "auto"}
@@ -190,7 +195,7 @@ func anthropicTools(in *openai.ChatRequest, out *anthropic.Request) error {
 	case "function":
 		out.ToolChoice = &anthropic.ToolChoice{Type: "tool", Name: name}
 	}
-	if in.ParallelToolCalls != nil && !*in.ParallelToolCalls && len(out.Tools) > 0 {
+	if in.ParallelToolCalls != nil && !*in.ParallelToolCalls {
 		if out.ToolChoice == nil {
 			out.ToolChoice = &anthropic.ToolChoice{Type: "auto"}
 		}
@@ -508,6 +513,7 @@ func (t *OpenAIAnthropic) Stream() *AnthropicChatStream {
 type streamBlock struct {
 	kind string // text | tool_use | thinking | other
 	tool int    // OpenAI tool_calls index for tool_use
+	args bool   // some arguments were relayed
 }
 
 // AnthropicChatStream translates Anthropic stream events into OpenAI
@@ -589,6 +595,8 @@ func (s *AnthropicChatStream) Event(name string, data []byte) ([][]byte, bool, e
 			args := ""
 			if in := compactJSON(b.Input); in != "{}" {
 				args = in // a block that arrived whole
+				sb.args = true
+				s.blocks[ev.Index] = sb
 			}
 			out = append(out, s.c.delta(0, openai.Delta{ToolCalls: []openai.ToolCallDelta{{
 				Index: sb.tool, ID: b.ID, Type: "function", Function: openai.FunctionDelta{Name: b.Name, Arguments: ptr(args)}}}}))
@@ -612,9 +620,20 @@ func (s *AnthropicChatStream) Event(name string, data []byte) ([][]byte, bool, e
 		case "input_json_delta":
 			b, ok := s.blocks[ev.Index]
 			if ok && b.kind == "tool_use" && d.PartialJSON != "" {
+				b.args = true
+				s.blocks[ev.Index] = b
 				out = append(out, s.c.delta(0, openai.Delta{ToolCalls: []openai.ToolCallDelta{{
 					Index: b.tool, Function: openai.FunctionDelta{Arguments: ptr(d.PartialJSON)}}}}))
 			}
+		}
+	case anthropic.EventContentBlockStop:
+		// A call without input streams no JSON at all; clients parse the
+		// arguments, so they get the empty object.
+		if b, ok := s.blocks[ev.Index]; ok && b.kind == "tool_use" && !b.args {
+			b.args = true
+			s.blocks[ev.Index] = b
+			out = append(out, s.c.delta(0, openai.Delta{ToolCalls: []openai.ToolCallDelta{{
+				Index: b.tool, Function: openai.FunctionDelta{Arguments: ptr("{}")}}}}))
 		}
 	case anthropic.EventMessageDelta:
 		var d anthropic.MessageDelta
