@@ -23,6 +23,7 @@ type Metrics struct {
 	ProviderFailure *prometheus.CounterVec
 	QuotaPaused     *prometheus.CounterVec
 	UpstreamTTFT    *prometheus.HistogramVec
+	Probes          *prometheus.CounterVec
 }
 
 // New registers the collectors on a fresh registry.
@@ -53,8 +54,11 @@ func New() *Metrics {
 			Name: "switchboard_upstream_ttft_seconds", Help: "Time to first token of upstream streams.",
 			Buckets: []float64{0.1, 0.5, 1, 5, 10, 30, 60, 300},
 		}, []string{"provider", "model"}),
+		Probes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "switchboard_probes_total", Help: "Background probes by outcome.",
+		}, []string{"model", "provider", "outcome"}),
 	}
-	r.MustRegister(m.Requests, m.RequestDuration, m.InFlight, m.ProviderSuccess, m.ProviderFailure,
+	r.MustRegister(m.Probes, m.Requests, m.RequestDuration, m.InFlight, m.ProviderSuccess, m.ProviderFailure,
 		m.QuotaPaused, m.UpstreamTTFT,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m

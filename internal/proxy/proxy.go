@@ -87,7 +87,9 @@ type Result struct {
 	Attempts []Attempt
 	// FirstToken is when the commit event arrived (streams).
 	FirstToken time.Time
-	Started    time.Time
+	// Started is when the loop began; Sent when the winning attempt was sent.
+	Started time.Time
+	Sent    time.Time
 	body       io.Closer
 	cancel     context.CancelFunc
 }
@@ -279,6 +281,7 @@ func (p *Proxy) attempt(ctx context.Context, c *Call, cand *route.Candidate, dea
 		return perr
 	}
 
+	sent := p.Clock.Now()
 	resp, sendErr := cand.Send.Send(actx, req)
 	if sendErr != nil {
 		stopWatch()
@@ -291,7 +294,7 @@ func (p *Proxy) attempt(ctx context.Context, c *Call, cand *route.Candidate, dea
 		perr.KeyIndex = req.KeyIndex
 		return nil, perr
 	}
-	res := &Result{Candidate: cand, Native: native, Status: resp.Status, Header: resp.Header}
+	res := &Result{Candidate: cand, Native: native, Status: resp.Status, Header: resp.Header, Sent: sent}
 	if !resp.Stream {
 		body, rerr := provider.ReadUnary(actx, resp.Body)
 		stopWatch()

@@ -38,6 +38,11 @@ type Route struct {
 	Candidates []*Candidate
 	// Primary indexes Candidates: the configured initial active provider.
 	Primary int
+	// Probing, AutoSwitch and ProbeInterval are the model's effective
+	// settings (per-model override, else performance.*).
+	Probing       bool
+	AutoSwitch    bool
+	ProbeInterval int
 }
 
 // Table is the compiled routing of one config snapshot.
@@ -58,7 +63,8 @@ func Compile(cfg *config.Config, build Builder) *Table {
 		instances[name] = build(pc)
 	}
 	for _, m := range cfg.Models {
-		r := &Route{Model: m, Primary: m.Primary()}
+		r := &Route{Model: m, Primary: m.Primary(), Probing: cfg.ProbingFor(m),
+			AutoSwitch: cfg.AutoSwitchFor(m), ProbeInterval: cfg.ProbeIntervalFor(m)}
 		for _, e := range m.Providers {
 			pc := cfg.Providers[e.Provider]
 			h := make(http.Header, len(e.Headers))

@@ -15,6 +15,7 @@ import (
 	"switchboard/internal/config"
 	"switchboard/internal/provider"
 	"switchboard/internal/proxy"
+	"switchboard/internal/route"
 )
 
 // Handler returns the gateway's routes behind its middleware.
@@ -300,9 +301,10 @@ func (s *Server) inference(ep provider.Endpoint) http.HandlerFunc {
 			stream = false
 		}
 		call := &proxy.Call{Endpoint: ep, Body: body, Stream: stream, Header: forwardHeaders(r), Route: rt,
-			Opts: options(snap.Config, rt.Model, ep)}
+			Order: route.Measured{Stats: s.Stats}.Order(rt), Opts: options(snap.Config, rt.Model, ep)}
 		res, fail := s.proxy.Do(r.Context(), call)
 		if fail != nil {
+			s.Prober.AfterRequest(rt)
 			if fail.Canceled {
 				s.Log.InfoContext(r.Context(), "client went away before an answer", "model", model)
 				return
@@ -311,7 +313,7 @@ func (s *Server) inference(ep provider.Endpoint) http.HandlerFunc {
 			return
 		}
 		defer res.Close()
-		s.relay(w, r, res, ep)
+		s.relay(w, r, res, ep, rt, call.Opts.Inspect)
 	}
 }
 

@@ -8,7 +8,9 @@ import (
 
 	"switchboard/internal/provider"
 	"switchboard/internal/proxy"
+	"switchboard/internal/route"
 	"switchboard/internal/sse"
+	"switchboard/internal/track"
 	"switchboard/internal/translate"
 )
 
@@ -45,9 +47,11 @@ func (s *Server) handleMessages(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	call := &proxy.Call{Endpoint: provider.Chat, Body: chat, Native: body, Stream: stream,
-		Header: forwardHeaders(r), Route: rt, Opts: options(snap.Config, rt.Model, provider.Chat)}
+		Header: forwardHeaders(r), Route: rt, Order: route.Measured{Stats: s.Stats}.Order(rt),
+		Opts: options(snap.Config, rt.Model, provider.Chat)}
 	res, fail := s.proxy.Do(r.Context(), call)
 	if fail != nil {
+		s.Prober.AfterRequest(rt)
 		if !fail.Canceled {
 			writeFailure(w, Anthropic, fail)
 		}
@@ -61,10 +65,17 @@ func (s *Server) handleMessages(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(res.Status)
 			_, _ = w.Write(res.Body)
+			s.finishUnary(r.Context(), rt, res, track.Messages)
 			return
 		}
 		startStream(w)
-		if err := pump(sse.NewWriter(w), res, nil); err != nil && !errors.Is(err, errClientGone) {
+		var st *track.Stream
+		if call.Opts.Inspect {
+			st = track.NewStream(track.Messages, res.Sent)
+		}
+		err := s.pump(sse.NewWriter(w), res, nil, st)
+		s.finishStream(r.Context(), rt, res, st)
+		if err != nil && !errors.Is(err, errClientGone) {
 			s.streamError(w, r, res, err)
 		}
 		return
@@ -78,11 +89,17 @@ func (s *Server) handleMessages(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusOK)
 		_, _ = w.Write(out)
+		s.finishUnary(r.Context(), rt, res, track.Chat)
 		return
 	}
 	startStream(w)
 	sw := sse.NewWriter(w)
 	ms := translate.NewMessagesStream(model)
+	var st *track.Stream
+	if call.Opts.Inspect {
+		st = track.NewStream(track.Chat, res.Sent)
+	}
+	defer func() { s.finishStream(r.Context(), rt, res, st) }()
 	write := func(evs []translate.Event) bool {
 		for _, ev := range evs {
 			if sw.Event(ev.Name, ev.Data) != nil {
@@ -103,6 +120,9 @@ func (s *Server) handleMessages(w http.ResponseWriter, r *http.Request) {
 	}
 	for _, raw := range res.Held {
 		ev, _ := sse.NewReader(bytes.NewReader(raw)).Next()
+		if st != nil {
+			st.See(&ev, res.FirstToken)
+		}
 		if ok, err := feed(&ev); err != nil || !ok {
 			if err != nil {
 				s.streamError(w, r, res, err)
@@ -119,6 +139,9 @@ func (s *Server) handleMessages(w http.ResponseWriter, r *http.Request) {
 		if err != nil {
 			s.streamError(w, r, res, err)
 			return
+		}
+		if st != nil {
+			st.See(&ev, s.Clock.Now())
 		}
 		ok, ferr := feed(&ev)
 		if ferr != nil {

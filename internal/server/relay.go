@@ -11,7 +11,9 @@ import (
 
 	"switchboard/internal/provider"
 	"switchboard/internal/proxy"
+	"switchboard/internal/route"
 	"switchboard/internal/sse"
+	"switchboard/internal/track"
 )
 
 // setAnswerHeaders relays the provider's headers and names who served.
@@ -21,13 +23,16 @@ func setAnswerHeaders(w http.ResponseWriter, res *proxy.Result) {
 	h.Set("X-Switchboard-Provider", res.Candidate.Provider)
 }
 
-// relay writes a committed result in the OpenAI protocol.
-func (s *Server) relay(w http.ResponseWriter, r *http.Request, res *proxy.Result, ep provider.Endpoint) {
+// relay writes a committed result in the OpenAI protocol, measuring it on
+// the way.
+func (s *Server) relay(w http.ResponseWriter, r *http.Request, res *proxy.Result, ep provider.Endpoint, rt *route.Route, inspect bool) {
 	setAnswerHeaders(w, res)
+	proto := protocolFor(ep)
 	if res.Events == nil {
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(res.Status)
 		_, _ = w.Write(res.Body)
+		s.finishUnary(r.Context(), rt, res, proto)
 		return
 	}
 	startStream(w)
@@ -36,7 +41,12 @@ func (s *Server) relay(w http.ResponseWriter, r *http.Request, res *proxy.Result
 	if ep == provider.Responses {
 		tail = &responsesTail{}
 	}
-	err := pump(sw, res, tail)
+	var st *track.Stream
+	if inspect {
+		st = track.NewStream(proto, res.Sent)
+	}
+	err := s.pump(sw, res, tail, st)
+	s.finishStream(r.Context(), rt, res, st)
 	if err == nil || errors.Is(err, errClientGone) {
 		return
 	}
@@ -50,6 +60,18 @@ func (s *Server) relay(w http.ResponseWriter, r *http.Request, res *proxy.Result
 			Message: "the upstream stream failed after it started: " + err.Error()}))
 	}
 	_ = sw.Done()
+}
+
+func protocolFor(ep provider.Endpoint) track.Protocol {
+	switch ep {
+	case provider.Completions:
+		return track.Completions
+	case provider.Responses:
+		return track.Responses
+	case provider.Messages:
+		return track.Messages
+	}
+	return track.Chat
 }
 
 func startStream(w http.ResponseWriter) {
@@ -70,13 +92,18 @@ type streamTail interface {
 }
 
 // pump writes the held events, then relays the rest event by event, each
-// flushed. It returns nil at a clean end, errClientGone when the client
-// left, or the upstream's error.
-func pump(sw *sse.Writer, res *proxy.Result, tail streamTail) error {
+// flushed, feeding st when tracking is on. It returns nil at a clean end,
+// errClientGone when the client left, or the upstream's error.
+func (s *Server) pump(sw *sse.Writer, res *proxy.Result, tail streamTail, st *track.Stream) error {
 	for _, raw := range res.Held {
-		if tail != nil {
+		if tail != nil || st != nil {
 			ev, _ := sse.NewReader(bytes.NewReader(raw)).Next()
-			tail.See(&ev)
+			if tail != nil {
+				tail.See(&ev)
+			}
+			if st != nil {
+				st.See(&ev, res.FirstToken)
+			}
 		}
 		if err := sw.Raw(raw); err != nil {
 			return errClientGone
@@ -85,20 +112,20 @@ func pump(sw *sse.Writer, res *proxy.Result, tail streamTail) error {
 	for {
 		ev, err := res.Events.Next()
 		if err != nil {
-			if err == io.EOF {
-				if tail != nil {
-					tail.Finish(sw, false)
-				}
-				return nil
-			}
 			if tail != nil {
 				tail.Finish(sw, false)
+				return nil
+			}
+			if err == io.EOF {
 				return nil
 			}
 			return err
 		}
 		if tail != nil {
 			tail.See(&ev)
+		}
+		if st != nil {
+			st.See(&ev, s.Clock.Now())
 		}
 		if err := sw.Raw(ev.Raw); err != nil {
 			return errClientGone

@@ -46,6 +46,8 @@ type Server struct {
 	Clock   clock.Clock
 	Health  *health.Registry
 	Metrics *metrics.Metrics
+	Stats   *route.Stats
+	Prober  *route.Prober
 
 	snap     atomic.Pointer[Snapshot]
 	proxy    *proxy.Proxy
@@ -73,6 +75,15 @@ func New(log *slog.Logger, clk clock.Clock, client *http.Client) *Server {
 	s := &Server{Log: log, Clock: clk, client: client, instances: map[string]instance{}}
 	s.Health = health.New(clk, health.Settings{Threshold: 3, Window: time.Minute, Cooldown: time.Minute, DefaultPause: time.Minute})
 	s.Metrics = metrics.New()
+	s.Stats = route.NewStats(clk, 5*time.Minute)
+	s.Prober = &route.Prober{Stats: s.Stats, Health: s.Health, Clock: clk, Log: log,
+		OnProbe: func(model, p string, ok bool) {
+			outcome := "ok"
+			if !ok {
+				outcome = "failed"
+			}
+			s.Metrics.Probes.WithLabelValues(model, p, outcome).Inc()
+		}}
 	s.proxy = &proxy.Proxy{Clock: clk, Log: log, Health: s.Health, Metrics: s.Metrics}
 	return s
 }
@@ -99,6 +110,8 @@ func (s *Server) Apply(cfg *config.Config) {
 	b := cfg.Health.Breaker
 	s.Health.Configure(health.Settings{Threshold: *b.Threshold, Window: b.Window.D(), Cooldown: b.Cooldown.D(),
 		DefaultPause: time.Duration(cfg.Performance.QuotaPauseDefaultSeconds) * time.Second})
+	s.Stats.SetWindow(cfg.Performance.SampleWindow.D())
+	s.Prober.SetMaxPerMinute(cfg.Performance.ProbeMaxPerMinute)
 	snap := &Snapshot{Config: cfg, Routes: table}
 	if cfg.Auth.Token != "" {
 		h := sha256.Sum256([]byte(cfg.Auth.Token))

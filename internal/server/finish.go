@@ -1,0 +1,42 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+
+	"switchboard/internal/proxy"
+	"switchboard/internal/route"
+	"switchboard/internal/track"
+)
+
+// finishStream records a relayed stream's measurement: a routing sample,
+// the TTFT histogram, and the per-request stats line.
+func (s *Server) finishStream(ctx context.Context, rt *route.Route, res *proxy.Result, st *track.Stream) {
+	defer s.Prober.AfterRequest(rt)
+	if st == nil {
+		return
+	}
+	m := st.Result()
+	p := res.Candidate.Provider
+	if m.TTFT > 0 {
+		s.Metrics.UpstreamTTFT.WithLabelValues(p, res.Candidate.Model).Observe(m.TTFT.Seconds())
+	}
+	if m.Tokens > 0 && m.TTFT > 0 {
+		s.Stats.Record(rt.Model.Name, p, route.Sample{TTFT: m.TTFT.Seconds(), TPS: m.TotalTPS, Tokens: m.Tokens})
+	}
+	s.Log.LogAttrs(ctx, slog.LevelInfo, fmt.Sprintf("[%s/%s] Success | content=%d thinking=%d ttft=%.3fs content_tps=%.1f thinking_tps=%.1f total_tps=%.1f",
+		rt.Model.Name, p, m.Content, m.Thinking, m.TTFT.Seconds(), m.ContentTPS, m.ThinkingTPS, m.TotalTPS),
+		slog.String("model", rt.Model.Name), slog.String("provider", p), slog.Bool("server_timing", m.ServerTiming),
+		slog.Int64("prompt_tokens", st.Usage.Input), slog.Int64("completion_tokens", st.Usage.Output))
+}
+
+// finishUnary records a unary answer's latency and usage.
+func (s *Server) finishUnary(ctx context.Context, rt *route.Route, res *proxy.Result, proto track.Protocol) {
+	defer s.Prober.AfterRequest(rt)
+	u := track.Unary(proto, res.Body)
+	s.Log.LogAttrs(ctx, slog.LevelInfo, fmt.Sprintf("[%s/%s] Success", rt.Model.Name, res.Candidate.Provider),
+		slog.String("model", rt.Model.Name), slog.String("provider", res.Candidate.Provider),
+		slog.Duration("latency", s.Clock.Now().Sub(res.Sent)),
+		slog.Int64("prompt_tokens", u.Input), slog.Int64("completion_tokens", u.Output))
+}

@@ -1,0 +1,276 @@
+// Package track measures answers as they pass: time to first token,
+// content and reasoning token counts, tokens per second (server-side timing
+// preferred), and the usage the provider reported. One Stream watches one
+// streamed answer; Unary reads a whole answer's usage.
+package track
+
+import (
+	"bytes"
+	"time"
+
+	"github.com/tidwall/gjson"
+
+	"switchboard/internal/sse"
+)
+
+// Protocol is the wire protocol of the events a Stream sees.
+type Protocol int
+
+const (
+	Chat Protocol = iota
+	Completions
+	Responses
+	// Messages is Anthropic's Messages stream (native passthrough).
+	Messages
+)
+
+// Usage is what a provider reported, in one shape for every protocol.
+type Usage struct {
+	Input, Output, CacheRead, CacheWrite, Reasoning int64
+	// Known is true when the answer carried explicit usage counters.
+	Known bool
+}
+
+// Stream accumulates one streamed answer's measurements.
+type Stream struct {
+	proto Protocol
+	start time.Time
+
+	firstToken, lastToken     time.Time
+	firstContent, lastContent time.Time
+	firstThink, lastThink     time.Time
+	Content, Thinking         int
+
+	Usage Usage
+	// serverSeconds is the provider's own generation time; serverTPS its
+	// own tokens/s. Either, when present, outranks arrival times.
+	serverSeconds float64
+	serverTPS     float64
+	// Clean is true once the protocol's terminal event was seen.
+	Clean bool
+}
+
+// NewStream starts measuring; start is when the request was sent.
+func NewStream(p Protocol, start time.Time) *Stream { return &Stream{proto: p, start: start} }
+
+// See inspects one event that arrived at now.
+func (s *Stream) See(ev *sse.Event, now time.Time) {
+	for _, c := range ev.Comments {
+		// vLLM reports timing in an `: energy {...}` comment.
+		if rest, ok := bytes.CutPrefix(bytes.TrimSpace(c), []byte("energy")); ok {
+			if d := gjson.GetBytes(bytes.TrimSpace(rest), "duration_seconds"); d.Exists() && d.Float() > 0 {
+				s.serverSeconds = d.Float()
+			}
+		}
+	}
+	if len(ev.Data) == 0 {
+		return
+	}
+	if ev.Done() {
+		s.Clean = true
+		return
+	}
+	switch s.proto {
+	case Chat, Completions:
+		s.seeChat(ev.Data, now)
+	case Responses:
+		s.seeResponses(ev, now)
+	case Messages:
+		s.seeMessages(ev, now)
+	}
+}
+
+func (s *Stream) content(now time.Time) {
+	s.Content++
+	if s.firstContent.IsZero() {
+		s.firstContent = now
+	}
+	s.lastContent = now
+	s.token(now)
+}
+
+func (s *Stream) thinking(now time.Time) {
+	s.Thinking++
+	if s.firstThink.IsZero() {
+		s.firstThink = now
+	}
+	s.lastThink = now
+	s.token(now)
+}
+
+func (s *Stream) token(now time.Time) {
+	if s.firstToken.IsZero() {
+		s.firstToken = now
+	}
+	s.lastToken = now
+}
+
+func (s *Stream) seeChat(data []byte, now time.Time) {
+	r := gjson.ParseBytes(data)
+	for _, c := range r.Get("choices").Array() {
+		d := c.Get("delta")
+		if s.proto == Completions {
+			if c.Get("text").String() != "" {
+				s.content(now)
+			}
+			continue
+		}
+		if d.Get("reasoning_content").String() != "" || d.Get("reasoning").String() != "" || d.Get("thinking").String() != "" {
+			s.thinking(now)
+		}
+		if d.Get("content").String() != "" || d.Get("tool_calls").Exists() || d.Get("refusal").String() != "" {
+			s.content(now)
+		}
+	}
+	if u := r.Get("usage"); u.IsObject() {
+		s.Usage = openAIUsage(u)
+		if v := u.Get("tokens_per_second"); v.Float() > 0 {
+			s.serverTPS = v.Float()
+		}
+		if v := u.Get("completion_time"); v.Float() > 0 {
+			s.serverSeconds = v.Float()
+		}
+	}
+	// Groq puts its usage under x_groq in streams.
+	if v := r.Get("x_groq.usage.completion_time"); v.Float() > 0 {
+		s.serverSeconds = v.Float()
+		if !s.Usage.Known {
+			s.Usage = openAIUsage(r.Get("x_groq.usage"))
+		}
+	}
+	if v := r.Get("perf_metrics.generation-duration"); v.Float() > 0 {
+		s.serverSeconds = v.Float()
+	}
+}
+
+func openAIUsage(u gjson.Result) Usage {
+	return Usage{
+		Input:     u.Get("prompt_tokens").Int(),
+		Output:    u.Get("completion_tokens").Int(),
+		CacheRead: u.Get("prompt_tokens_details.cached_tokens").Int(),
+		CacheWrite: u.Get("cache_creation_input_tokens").Int() +
+			u.Get("prompt_tokens_details.cache_write_tokens").Int(),
+		Reasoning: u.Get("completion_tokens_details.reasoning_tokens").Int(),
+		Known:     u.Get("prompt_tokens").Exists() || u.Get("completion_tokens").Exists(),
+	}
+}
+
+func eventType(ev *sse.Event) string {
+	if ev.Name != "" {
+		return ev.Name
+	}
+	return gjson.GetBytes(ev.Data, "type").String()
+}
+
+func (s *Stream) seeResponses(ev *sse.Event, now time.Time) {
+	switch eventType(ev) {
+	case "response.output_text.delta", "response.refusal.delta", "response.function_call_arguments.delta":
+		s.content(now)
+	case "response.reasoning_text.delta", "response.reasoning_summary_text.delta":
+		s.thinking(now)
+	case "response.completed", "response.incomplete":
+		s.Clean = true
+		s.Usage = responsesUsage(gjson.GetBytes(ev.Data, "response.usage"))
+	case "response.failed":
+		s.Clean = true
+	}
+}
+
+func responsesUsage(u gjson.Result) Usage {
+	return Usage{
+		Input:     u.Get("input_tokens").Int(),
+		Output:    u.Get("output_tokens").Int(),
+		CacheRead: u.Get("input_tokens_details.cached_tokens").Int(),
+		Reasoning: u.Get("output_tokens_details.reasoning_tokens").Int(),
+		Known:     u.Get("input_tokens").Exists() || u.Get("output_tokens").Exists(),
+	}
+}
+
+func (s *Stream) seeMessages(ev *sse.Event, now time.Time) {
+	switch eventType(ev) {
+	case "message_start":
+		u := gjson.GetBytes(ev.Data, "message.usage")
+		s.Usage.Input = u.Get("input_tokens").Int() + u.Get("cache_read_input_tokens").Int() + u.Get("cache_creation_input_tokens").Int()
+		s.Usage.CacheRead = u.Get("cache_read_input_tokens").Int()
+		s.Usage.CacheWrite = u.Get("cache_creation_input_tokens").Int()
+	case "content_block_delta":
+		switch gjson.GetBytes(ev.Data, "delta.type").String() {
+		case "thinking_delta":
+			s.thinking(now)
+		case "text_delta", "input_json_delta":
+			s.content(now)
+		}
+	case "message_delta":
+		if o := gjson.GetBytes(ev.Data, "usage.output_tokens"); o.Exists() {
+			s.Usage.Output = o.Int()
+			s.Usage.Known = true
+		}
+	case "message_stop":
+		s.Clean = true
+	}
+}
+
+// Result is a finished stream's measurement.
+type Result struct {
+	TTFT        time.Duration // 0 when no token arrived
+	Content     int
+	Thinking    int
+	ContentTPS  float64
+	ThinkingTPS float64
+	TotalTPS    float64
+	// Tokens is the completion token count: the provider's usage when
+	// reported, else the counted deltas.
+	Tokens int
+	// ServerTiming is true when TotalTPS came from the provider's own timing.
+	ServerTiming bool
+}
+
+// Result computes the measurement so far.
+func (s *Stream) Result() Result {
+	r := Result{Content: s.Content, Thinking: s.Thinking, Tokens: s.Content + s.Thinking}
+	if s.Usage.Known && s.Usage.Output > 0 {
+		r.Tokens = int(s.Usage.Output)
+	}
+	if !s.firstToken.IsZero() {
+		r.TTFT = s.firstToken.Sub(s.start)
+	}
+	r.ContentTPS = rate(s.Content, s.firstContent, s.lastContent)
+	r.ThinkingTPS = rate(s.Thinking, s.firstThink, s.lastThink)
+	switch {
+	case s.serverTPS > 0:
+		r.TotalTPS, r.ServerTiming = s.serverTPS, true
+	case s.serverSeconds > 0 && r.Tokens > 0:
+		r.TotalTPS, r.ServerTiming = float64(r.Tokens)/s.serverSeconds, true
+	default:
+		r.TotalTPS = rate(r.Tokens, s.firstToken, s.lastToken)
+	}
+	return r
+}
+
+// rate is tokens over the window from the first to the last token; a
+// single token (or none) has no rate.
+func rate(n int, first, last time.Time) float64 {
+	d := last.Sub(first).Seconds()
+	if n < 2 || d <= 0 {
+		return 0
+	}
+	return float64(n-1) / d
+}
+
+// Unary reads a whole answer's usage, for any protocol.
+func Unary(p Protocol, body []byte) Usage {
+	switch p {
+	case Responses:
+		return responsesUsage(gjson.GetBytes(body, "usage"))
+	case Messages:
+		u := gjson.GetBytes(body, "usage")
+		return Usage{
+			Input:      u.Get("input_tokens").Int() + u.Get("cache_read_input_tokens").Int() + u.Get("cache_creation_input_tokens").Int(),
+			Output:     u.Get("output_tokens").Int(),
+			CacheRead:  u.Get("cache_read_input_tokens").Int(),
+			CacheWrite: u.Get("cache_creation_input_tokens").Int(),
+			Known:      u.Get("input_tokens").Exists() || u.Get("output_tokens").Exists(),
+		}
+	}
+	return openAIUsage(gjson.GetBytes(body, "usage"))
+}
