@@ -90,8 +90,8 @@ type Result struct {
 	// Started is when the loop began; Sent when the winning attempt was sent.
 	Started time.Time
 	Sent    time.Time
-	body       io.Closer
-	cancel     context.CancelFunc
+	body    io.Closer
+	cancel  context.CancelFunc
 }
 
 // Close releases the upstream stream.
