@@ -25,6 +25,11 @@ type loader struct {
 	// expanded records scalars already expanded (aliases share nodes) and
 	// whether that succeeded.
 	expanded map[*yaml.Node]bool
+	// secret marks map fields whose keys are secrets (tag option
+	// ",secret"); their entries are labelled path[#N], never by key.
+	secret map[string]bool
+	// labels maps a secret map's path and key to the entry's label.
+	labels map[string]map[string]string
 }
 
 func newLoader(file string, getenv func(string) (string, bool)) *loader {
@@ -35,7 +40,20 @@ func newLoader(file string, getenv func(string) (string, bool)) *loader {
 		nodes:    map[string]*yaml.Node{},
 		bad:      map[string]bool{},
 		expanded: map[*yaml.Node]bool{},
+		secret:   map[string]bool{},
+		labels:   map[string]map[string]string{},
 	}
+}
+
+// label returns the field path of the entry key of the map at path: the
+// key itself, or its position for a secret map.
+func (l *loader) label(path, key string) string {
+	if m := l.labels[path]; m != nil {
+		if lb, ok := m[key]; ok {
+			return lb
+		}
+	}
+	return join(path, key)
 }
 
 var unmarshalerType = reflect.TypeFor[yaml.Unmarshaler]()
@@ -258,6 +276,9 @@ func (l *loader) walkStruct(n *yaml.Node, v reflect.Value, path string) {
 		}
 		l.lines[fp] = p.key.Line
 		l.nodes[fp] = deref(p.val)
+		if _, opts, _ := strings.Cut(v.Type().Field(i).Tag.Get("yaml"), ","); opts == "secret" {
+			l.secret[fp] = true
+		}
 		l.walk(p.val, v.Field(i), fp)
 	}
 }
@@ -272,13 +293,29 @@ func (l *loader) walkMap(n *yaml.Node, v reflect.Value, path string) {
 	}
 	et := v.Type().Elem()
 	seen := map[string]int{}
-	for _, p := range l.pairs(n, path) {
+	secret := l.secret[path]
+	for i, p := range l.pairs(n, path) {
 		if p.key.Kind != yaml.ScalarNode {
 			l.decodeErr(p.key.Line, path, "keys must be plain names, got %s", describe(p.key))
 			continue
 		}
 		name := p.key.Value
 		fp := join(path, name)
+		if secret {
+			// Secret keys may come from the environment and must never
+			// appear in a message: label the entry by its position.
+			fp = fmt.Sprintf("%s[#%d]", path, i+1)
+			if !l.expand(p.key, fp) {
+				continue
+			}
+			name = p.key.Value
+			if l.labels[path] == nil {
+				l.labels[path] = map[string]string{}
+			}
+			if _, dup := seen[name]; !dup {
+				l.labels[path][name] = fp
+			}
+		}
 		if first, dup := seen[name]; dup {
 			l.decodeErr(p.key.Line, fp, "duplicate key (first at line %d)", first)
 			continue

@@ -6,9 +6,19 @@ import "time"
 // null), never because its value is zero: an explicit 0 is validated, not
 // silently replaced.
 const (
-	defaultMaxRequestBody = 10 << 20
-	defaultMockTokens     = 16
-	defaultMockFailStatus = 500
+	defaultMaxRequestBody      = 10 << 20
+	defaultMockTokens          = 16
+	defaultMockFailStatus      = 500
+	defaultMaxConcurrency      = 256
+	defaultQueueTimeout        = 5 * time.Second
+	defaultPenaltySeconds      = 5
+	defaultMaxRetainedAttempts = 100000
+	// DefaultBudgetWindowSecs is budget_window_secs when a key omits it.
+	DefaultBudgetWindowSecs = 86400
+
+	// StoreSQLite and StoreMemory are the store.backend values.
+	StoreSQLite = "sqlite"
+	StoreMemory = "memory"
 )
 
 func (l *loader) applyDefaults(c *Config) {
@@ -65,6 +75,11 @@ func (l *loader) applyDefaults(c *Config) {
 	if !l.has("limits.max_request_body") {
 		c.Limits.MaxRequestBody = defaultMaxRequestBody
 	}
+	num("limits.max_concurrency", &c.Limits.MaxConcurrency, defaultMaxConcurrency)
+	dur("limits.queue_timeout", &c.Limits.QueueTimeout, defaultQueueTimeout)
+	num("limits.penalty_seconds", &c.Limits.PenaltySeconds, defaultPenaltySeconds)
+	str("store.backend", &c.Store.Backend, StoreSQLite)
+	num("spend.max_retained_attempts", &c.Spend.MaxRetainedAttempts, defaultMaxRetainedAttempts)
 
 	b := &c.Health.Breaker
 	if b.Threshold == nil {

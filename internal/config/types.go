@@ -28,6 +28,11 @@ type Config struct {
 	Auth        Auth                 `yaml:"auth"`
 	Limits      Limits               `yaml:"limits"`
 	Health      Health               `yaml:"health"`
+	Store       Store                `yaml:"store"`
+	Spend       Spend                `yaml:"spend"`
+	// Pricing overrides the embedded pricing catalog per provider name and
+	// provider model name, field by field.
+	Pricing map[string]map[string]*Price `yaml:"pricing"`
 
 	// Path is the file the config was read from ("" when parsed from bytes).
 	Path string `yaml:"-"`
@@ -55,6 +60,14 @@ type Provider struct {
 	Headers map[string]string `yaml:"headers"`
 	// Mock configures the built-in simulated provider (type mock only).
 	Mock *Mock `yaml:"mock"`
+	// MaxConcurrency bounds this provider's attempts in flight; nil =
+	// unlimited. Range 1..100000.
+	MaxConcurrency *int `yaml:"max_concurrency"`
+	// RPM and TPM are this provider's request and token buckets per
+	// minute; nil = unlimited, 0 = deny every attempt. Ranges 0..1e9 and
+	// 0..1e12.
+	RPM *int64 `yaml:"rpm"`
+	TPM *int64 `yaml:"tpm"`
 }
 
 // Keys returns the provider's API keys in rotation order.
@@ -214,15 +227,111 @@ func (p Performance) Probing() bool { return p.ProbingEnabled == nil || *p.Probi
 // Auth configures incoming authentication.
 type Auth struct {
 	// Token, when set, is required on every /v1 request (Bearer or x-api-key).
+	// It is a single anonymous identity without limits of its own.
 	Token string `yaml:"token"`
 	// MetricsToken, when set, is required on /metrics only.
 	MetricsToken string `yaml:"metrics_token"`
+	// KeysFile is a JSON file mapping gateway keys to identities, read (and
+	// re-read on every reload) by Load; a relative path is relative to the
+	// config file's directory.
+	KeysFile string `yaml:"keys_file"`
+	// Keys maps gateway keys (plaintext or "sha256:<64 hex>") to
+	// identities. Keys are secrets: errors name them by position
+	// (auth.keys[#2]), never by value.
+	Keys map[string]*KeySpec `yaml:"keys,secret"`
+	// FileKeys holds the entries read from KeysFile; filled by Load.
+	FileKeys map[string]*KeySpec `yaml:"-"`
+}
+
+// KeySpec is the identity a gateway key maps to. The same shape is used in
+// the YAML auth.keys map and in the JSON keys file. An omitted limit is
+// unlimited; an explicit 0 denies.
+type KeySpec struct {
+	// Tenant names the identity; counters, budgets and metric labels are
+	// per tenant. Required; keys of one tenant must carry equal limits.
+	Tenant string `yaml:"tenant" json:"tenant"`
+	// Tier is informational (logs, metrics). Range 0..1000.
+	Tier int `yaml:"tier" json:"tier"`
+	// RPM, TPM: per-minute request and token buckets. Ranges 0..1e9, 0..1e12.
+	RPM *int64 `yaml:"rpm" json:"rpm"`
+	TPM *int64 `yaml:"tpm" json:"tpm"`
+	// DailyRequests caps attempts in a rolling 86400 s. Range 0..1e9.
+	DailyRequests *int64 `yaml:"daily_requests" json:"daily_requests"`
+	// BudgetUSD caps spend per budget window; finite, 0..9007199.254740992;
+	// 0 freezes the identity; nil = no budget.
+	BudgetUSD *float64 `yaml:"budget_usd" json:"budget_usd"`
+	// BudgetWindowSecs is the tumbling budget window. Default 86400, range
+	// 60..31536000.
+	BudgetWindowSecs *int64 `yaml:"budget_window_secs" json:"budget_window_secs"`
+	// BudgetAllowUnpriced admits requests whose cost cannot be bounded by
+	// holding the whole remaining window balance. Default false.
+	BudgetAllowUnpriced bool `yaml:"budget_allow_unpriced" json:"budget_allow_unpriced"`
+
+	// Source locates the entry for messages: "file:line".
+	Source string `yaml:"-" json:"-"`
 }
 
 // Limits bound requests.
 type Limits struct {
 	// MaxRequestBody in bytes. Default 10 MiB, range 1024..100 MiB.
 	MaxRequestBody int64 `yaml:"max_request_body"`
+	// MaxConcurrency bounds logical requests being prepared or served
+	// (streams hold theirs until they end). Default 256, range 1..1000000.
+	MaxConcurrency int `yaml:"max_concurrency"`
+	// QueueTimeout bounds the wait for a concurrency slot, logical or per
+	// provider; then 503 with Retry-After. Default 5 s, range 0..3600 s.
+	QueueTimeout Duration `yaml:"queue_timeout"`
+	// RPM and TPM are gateway-wide buckets per minute; nil = unlimited,
+	// 0 = deny everything. Ranges 0..1e9 and 0..1e12.
+	RPM *int64 `yaml:"rpm"`
+	TPM *int64 `yaml:"tpm"`
+	// PenaltySeconds blocks a provider's bucket after an upstream 429.
+	// Default 5, range 0..3600 (0 = off).
+	PenaltySeconds int `yaml:"penalty_seconds"`
+	// AdvisoryHeaders turns on X-Switchboard-RateLimit-* response headers
+	// (also on with RATE_LIMIT_HEADERS_ENABLED). Default false.
+	AdvisoryHeaders bool `yaml:"advisory_headers"`
+}
+
+// Store selects where admission and spend state lives.
+type Store struct {
+	// Backend: sqlite (default) or memory.
+	Backend string `yaml:"backend"`
+	// Path of the SQLite file; default STATE_DIR/switchboard.db (resolved
+	// by the caller, which knows STATE_DIR).
+	Path string `yaml:"path"`
+}
+
+// Spend configures the spend ledger.
+type Spend struct {
+	// MaxRetainedAttempts bounds attempt records (live ones plus settled
+	// ones kept 24 h for late settlement). When full, a new budgeted attempt
+	// fails closed with 503. Default 100000, range 1..10000000.
+	MaxRetainedAttempts int `yaml:"max_retained_attempts"`
+}
+
+// Price overrides one model's catalog entry field by field. Prices are USD
+// per million tokens.
+type Price struct {
+	Input      *float64 `yaml:"input"`
+	Output     *float64 `yaml:"output"`
+	CacheRead  *float64 `yaml:"cache_read"`
+	CacheWrite *float64 `yaml:"cache_write"`
+	// Context is the context window in tokens, range 1..100000000.
+	Context *int64 `yaml:"context"`
+	// MaxOutput is the output ceiling in tokens, range 0..100000000.
+	MaxOutput *int64 `yaml:"max_output"`
+	// Tiers replace the catalog's context tiers when given.
+	Tiers []*PriceTier `yaml:"tiers"`
+}
+
+// PriceTier applies when the prompt has more than Above input tokens.
+type PriceTier struct {
+	Above      int64    `yaml:"above"`
+	Input      *float64 `yaml:"input"`
+	Output     *float64 `yaml:"output"`
+	CacheRead  *float64 `yaml:"cache_read"`
+	CacheWrite *float64 `yaml:"cache_write"`
 }
 
 // Health configures provider health tracking.

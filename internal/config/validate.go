@@ -15,7 +15,14 @@ const (
 	mib = 1 << 20
 )
 
+// Bounds of rate limits: requests and tokens per minute.
+const (
+	maxRPM = 1_000_000_000
+	maxTPM = 1_000_000_000_000
+)
+
 var (
+	storeBackends = []string{StoreSQLite, StoreMemory}
 	providerTypes = []string{TypeOpenAI, TypeAnthropic, TypeGemini, TypeMock}
 	logLevels     = []string{"debug", "info", "warn", "error"}
 	logFormats    = []string{"text", "json"}
@@ -45,7 +52,12 @@ func (l *loader) validate(c *Config) {
 	l.durRange("performance.config_poll_interval", *p.ConfigPollInterval, 0, day)
 	l.intRange("performance.quota_pause_default_seconds", int64(p.QuotaPauseDefaultSeconds), 1, 86400)
 
-	l.intRange("limits.max_request_body", c.Limits.MaxRequestBody, 1024, 100*mib)
+	l.validateLimits(&c.Limits)
+	l.oneOf("store.backend", c.Store.Backend, storeBackends)
+	if c.Store.Backend == StoreMemory && c.Store.Path != "" {
+		l.errAt("store.path", "only used with backend: sqlite (backend is memory)")
+	}
+	l.intRange("spend.max_retained_attempts", int64(c.Spend.MaxRetainedAttempts), 1, 10_000_000)
 
 	b := &c.Health.Breaker
 	l.intRange("health.breaker.threshold", int64(*b.Threshold), 0, 1000)
@@ -61,6 +73,26 @@ func (l *loader) validate(c *Config) {
 		l.validateProvider(name, c.Providers[name])
 	}
 	l.validateModels(c, names)
+	l.validateAuth(c)
+	l.validatePricing(c, names)
+}
+
+// validateLimits checks the limits section; rpm/tpm are optional (nil =
+// unlimited) and an explicit 0 is valid: it denies everything.
+func (l *loader) validateLimits(lim *Limits) {
+	l.intRange("limits.max_request_body", lim.MaxRequestBody, 1024, 100*mib)
+	l.intRange("limits.max_concurrency", int64(lim.MaxConcurrency), 1, 1_000_000)
+	l.durRange("limits.queue_timeout", lim.QueueTimeout, 0, time.Hour)
+	l.optRange("limits.rpm", lim.RPM, 0, maxRPM)
+	l.optRange("limits.tpm", lim.TPM, 0, maxTPM)
+	l.intRange("limits.penalty_seconds", int64(lim.PenaltySeconds), 0, 3600)
+}
+
+// optRange checks an optional integer.
+func (l *loader) optRange(path string, v *int64, lo, hi int64) {
+	if v != nil {
+		l.intRange(path, *v, lo, hi)
+	}
 }
 
 func (l *loader) validateTimeouts(t *Timeouts) {
@@ -123,6 +155,11 @@ func (l *loader) validateProvider(name string, p *Provider) {
 		}
 	}
 	l.headers(base+".headers", p.Headers)
+	if p.MaxConcurrency != nil {
+		l.intRange(base+".max_concurrency", int64(*p.MaxConcurrency), 1, 100000)
+	}
+	l.optRange(base+".rpm", p.RPM, 0, maxRPM)
+	l.optRange(base+".tpm", p.TPM, 0, maxTPM)
 	if p.Mock == nil {
 		return
 	}
