@@ -39,9 +39,9 @@ func TestBucketAdmitsExactlyTheLimitConcurrently(t *testing.T) {
 
 func TestBucketAllOrNothing(t *testing.T) {
 	tests := []struct {
-		name        string
-		ds          []Debit
-		refused     int
+		name      string
+		ds        []Debit
+		refused   int
 		remaining []int64 // remaining of each bucket afterwards
 	}{
 		{"all fit", []Debit{{Key: "a", Rate: rpm(3), Cost: 1}, {Key: "b", Rate: rpm(10), Cost: 4}}, -1, []int64{2, 6}},

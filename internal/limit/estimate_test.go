@@ -78,8 +78,8 @@ func TestInputChars(t *testing.T) {
 	}{
 		{`{}`, 2, 1},
 		{"{ \"a\" :\n  \"b\" }", 9, 3}, // compacted to {"a":"b"}
-		{`{"x":"héllo"}`, 13, 4},     // characters, not bytes
-		{`not json  `, 10, 3},        // counted as is
+		{`{"x":"héllo"}`, 13, 4},       // characters, not bytes
+		{`not json  `, 10, 3},          // counted as is
 		{`{"content":"` + strings.Repeat("a", 4000) + `"}`, 4014, 1004},
 	}
 	for _, tt := range tests {
