@@ -1,0 +1,119 @@
+// Package tenant maps gateway API keys to identities. Keys come from the
+// config (auth.keys, the JSON file named by auth.keys_file, and auth.token
+// as one anonymous identity); config.Load has validated them already.
+//
+// A presented key is looked up by its SHA-256 digest in a map: the time
+// taken does not depend on how much of a stored key a guess matches (there
+// is no loop of string compares), and stored keys may be given as
+// "sha256:<hex>" so that no plaintext secret sits in the file.
+package tenant
+
+import (
+	"crypto/sha256"
+	"slices"
+
+	"switchboard/internal/config"
+)
+
+// Identity is who a key belongs to. Limits are nil when unlimited; an
+// explicit 0 denies. Counters are per tenant: validation made every key of
+// a tenant carry the same limits (the tier may differ).
+type Identity struct {
+	// Tenant names the identity; "" for the anonymous auth.token identity.
+	Tenant string
+	Tier   int
+	// RPM, TPM and DailyRequests: nil = unlimited.
+	RPM, TPM, DailyRequests *int64
+	// BudgetNano is the spend cap per window in nano-USD; nil = no budget.
+	BudgetNano *int64
+	// BudgetWindowSecs is the tumbling budget window (default 86400).
+	BudgetWindowSecs int64
+	// AllowUnpriced admits unpriceable requests under the budget by holding
+	// the window's whole remaining balance.
+	AllowUnpriced bool
+	// Anonymous marks the auth.token identity.
+	Anonymous bool
+}
+
+// Label is the tenant's metric label: its name, or "anonymous".
+func (id *Identity) Label() string {
+	if id == nil || id.Tenant == "" {
+		return "anonymous"
+	}
+	return id.Tenant
+}
+
+// Budgeted reports whether spend is capped for id.
+func (id *Identity) Budgeted() bool { return id != nil && id.BudgetNano != nil }
+
+// Table is the compiled key table of one config.
+type Table struct {
+	byDigest map[[32]byte]*Identity
+	tenants  []*Identity
+}
+
+// Compile builds the table from a validated config's auth section.
+func Compile(a *config.Auth) *Table {
+	t := &Table{byDigest: map[[32]byte]*Identity{}}
+	if a.Token != "" {
+		t.byDigest[sha256.Sum256([]byte(a.Token))] = &Identity{Anonymous: true, BudgetWindowSecs: config.DefaultBudgetWindowSecs}
+	}
+	byTenant := map[string]*Identity{}
+	add := func(keys map[string]*config.KeySpec) {
+		// Sorted so that shared identities are built deterministically.
+		ks := make([]string, 0, len(keys))
+		for k := range keys {
+			ks = append(ks, k)
+		}
+		slices.Sort(ks)
+		for _, k := range ks {
+			d, err := config.KeyDigest(k)
+			if err != nil {
+				continue // validation refused such a config already
+			}
+			spec := keys[k]
+			id := fromSpec(spec)
+			if byTenant[spec.Tenant] == nil {
+				byTenant[spec.Tenant] = id
+				t.tenants = append(t.tenants, id)
+			}
+			t.byDigest[d] = id
+		}
+	}
+	add(a.Keys)
+	add(a.FileKeys)
+	slices.SortFunc(t.tenants, func(x, y *Identity) int {
+		switch {
+		case x.Tenant < y.Tenant:
+			return -1
+		case x.Tenant > y.Tenant:
+			return 1
+		}
+		return 0
+	})
+	return t
+}
+
+func fromSpec(s *config.KeySpec) *Identity {
+	id := &Identity{Tenant: s.Tenant, Tier: s.Tier, RPM: s.RPM, TPM: s.TPM, DailyRequests: s.DailyRequests,
+		BudgetWindowSecs: s.WindowSecs(), AllowUnpriced: s.BudgetAllowUnpriced}
+	if n, ok := s.BudgetNano(); ok {
+		id.BudgetNano = &n
+	}
+	return id
+}
+
+// Enabled reports whether any key is configured (auth on).
+func (t *Table) Enabled() bool { return len(t.byDigest) > 0 }
+
+// Lookup returns the identity of a presented key.
+func (t *Table) Lookup(presented string) (*Identity, bool) {
+	if presented == "" {
+		return nil, false
+	}
+	id, ok := t.byDigest[sha256.Sum256([]byte(presented))]
+	return id, ok
+}
+
+// Tenants lists the named identities, sorted by tenant.
+func (t *Table) Tenants() []*Identity { return t.tenants }

@@ -1,0 +1,119 @@
+package tenant
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"switchboard/internal/config"
+)
+
+const base = `providers:
+  p: {base_url: "https://p.example", api_key: k}
+models: [{name: m, providers: [{provider: p}]}]
+`
+
+func load(t *testing.T, yaml, keys string) (*config.Config, error) {
+	t.Helper()
+	dir := t.TempDir()
+	if keys != "" {
+		if err := os.WriteFile(filepath.Join(dir, "keys.json"), []byte(keys), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p := filepath.Join(dir, "config.yaml")
+	if err := os.WriteFile(p, []byte(base+yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return config.Load(p)
+}
+
+func digest(s string) string {
+	d := sha256.Sum256([]byte(s))
+	return "sha256:" + hex.EncodeToString(d[:])
+}
+
+func TestLookup(t *testing.T) {
+	cfg, err := load(t, `auth:
+  token: anon-token
+  keys_file: keys.json
+  keys:
+    sk-yaml: {tenant: yaml-team, rpm: 5}
+`, `{
+  "sk-example": {"tenant": "acme", "tier": 1, "rpm": 60, "tpm": 100000, "budget_usd": 100, "budget_window_secs": 86400, "budget_allow_unpriced": false},
+  "`+digest("sk-hidden")+`": {"tenant": "acme", "tier": 3, "rpm": 60, "tpm": 100000, "budget_usd": 100},
+  "sk-free": {"tenant": "free", "daily_requests": 0, "budget_usd": 0.5, "budget_allow_unpriced": true}
+}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tab := Compile(&cfg.Auth)
+	if !tab.Enabled() {
+		t.Fatal("not enabled")
+	}
+	tests := []struct {
+		key    string
+		ok     bool
+		tenant string
+		tier   int
+		check  func(*Identity) bool
+	}{
+		{"sk-example", true, "acme", 1, func(id *Identity) bool {
+			return *id.RPM == 60 && *id.BudgetNano == 100e9 && id.BudgetWindowSecs == 86400
+		}},
+		{"sk-hidden", true, "acme", 3, func(id *Identity) bool { return *id.TPM == 100000 }},
+		{digest("sk-hidden"), false, "", 0, nil}, // the stored digest is not itself a key
+		{"sk-free", true, "free", 0, func(id *Identity) bool {
+			return *id.DailyRequests == 0 && *id.BudgetNano == 5e8 && id.AllowUnpriced && id.RPM == nil
+		}},
+		{"sk-yaml", true, "yaml-team", 0, func(id *Identity) bool { return *id.RPM == 5 && id.BudgetNano == nil }},
+		{"anon-token", true, "", 0, func(id *Identity) bool { return id.Anonymous && id.RPM == nil && id.Label() == "anonymous" }},
+		{"sk-exampl", false, "", 0, nil},
+		{"", false, "", 0, nil},
+	}
+	for _, tt := range tests {
+		id, ok := tab.Lookup(tt.key)
+		if ok != tt.ok {
+			t.Errorf("Lookup(%q) ok = %v", tt.key, ok)
+			continue
+		}
+		if !ok {
+			continue
+		}
+		if id.Tenant != tt.tenant || id.Tier != tt.tier || !tt.check(id) {
+			t.Errorf("Lookup(%q) = %+v", tt.key, id)
+		}
+	}
+	var names []string
+	for _, id := range tab.Tenants() {
+		names = append(names, id.Tenant)
+	}
+	if strings.Join(names, ",") != "acme,free,yaml-team" {
+		t.Errorf("tenants = %v", names)
+	}
+}
+
+func TestAuthOff(t *testing.T) {
+	cfg, err := load(t, "", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tab := Compile(&cfg.Auth); tab.Enabled() {
+		t.Error("enabled without keys")
+	}
+}
+
+func TestInvalidKeysFileRefused(t *testing.T) {
+	_, err := load(t, "auth:\n  keys_file: keys.json\n", `{"sk-a": {"tenant": "a", "rpm": "sixty"}}`)
+	var es *config.Errors
+	if !errors.As(err, &es) || !strings.Contains(err.Error(), "keys.json:1: auth.keys_file[#1]: rpm: want an integer, got string") {
+		t.Fatalf("err = %v", err)
+	}
+	if strings.Contains(err.Error(), "sk-a") {
+		t.Errorf("error leaks the key: %v", err)
+	}
+}
