@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"switchboard/internal/config"
+	reloadpkg "switchboard/internal/reload"
 	"switchboard/internal/server"
 )
 
@@ -129,18 +130,53 @@ func serve(args []string, stderr io.Writer) int {
 
 	srv := server.New(log, nil, nil)
 	srv.Apply(cfg)
+	stateDir := envOr("STATE_DIR", "data/")
+	if err := srv.LoadState(stateDir); err != nil {
+		log.Warn("ignoring the provider state file", "dir", stateDir, "error", err.Error())
+	}
 	if cfg.Performance.PrewarmConnections {
 		go srv.Prewarm()
 	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	go reloadOnSignal(ctx, srv, *path, log, logLevel)
+	production := strings.EqualFold(os.Getenv("SWITCHBOARD_ENV"), "production")
+	reload := func(trigger string) {
+		next, err := srv.Reload(*path, production)
+		if err != nil {
+			log.Error("config reload refused; keeping the running config", "trigger", trigger, "error", err.Error())
+			return
+		}
+		setLevel(logLevel, next.Logging.Level)
+		log.Info("config reloaded", "trigger", trigger, "models", len(next.Models), "providers", len(next.Providers))
+	}
+	go reloadOnSignal(ctx, reload)
+	if poll := cfg.Performance.ConfigPollInterval; poll == nil || poll.D() > 0 {
+		interval := 2 * time.Second
+		if poll != nil {
+			interval = poll.D()
+		}
+		go reloadpkg.Watch(ctx, *path, interval, log, func() { reload("file change") })
+	}
+	bg := make(chan struct{})
+	go srv.SaveEvery(stateDir, 30*time.Second, bg)
+	go srv.ReportTPS(bg)
 
 	log.Info("switchboard listening", "addr", ln.Addr().String(), "config", *path, "models", len(cfg.Models),
 		"providers", len(cfg.Providers), "version", version)
-	if err := srv.Serve(ctx, ln); err != nil && !errors.Is(err, context.Canceled) {
-		log.Error("server stopped", "error", err.Error())
+	serveErr := srv.Serve(ctx, ln)
+	close(bg)
+	srv.Prober.Wait()
+	if err := srv.SaveState(stateDir); err != nil {
+		log.Warn("cannot save provider state", "dir", stateDir, "error", err.Error())
+	}
+	if final := srv.Snapshot(); final != nil && final.Config.Performance.WritePrimary {
+		if err := config.WritePrimary(*path, srv.ActiveProviders()); err != nil {
+			log.Warn("cannot write primary back to the config", "path", *path, "error", err.Error())
+		}
+	}
+	if serveErr != nil && !errors.Is(serveErr, context.Canceled) {
+		log.Error("server stopped", "error", serveErr.Error())
 		return 1
 	}
 	log.Info("switchboard stopped")
@@ -170,9 +206,8 @@ func setLevel(v *slog.LevelVar, s string) {
 	}
 }
 
-// reloadOnSignal reloads the config on SIGHUP and SIGUSR1; an invalid file
-// is refused with its errors logged and the old config keeps serving.
-func reloadOnSignal(ctx context.Context, srv *server.Server, path string, log *slog.Logger, level *slog.LevelVar) {
+// reloadOnSignal reloads the config on SIGHUP and SIGUSR1.
+func reloadOnSignal(ctx context.Context, reload func(trigger string)) {
 	ch := make(chan os.Signal, 1)
 	signal.Notify(ch, syscall.SIGHUP, syscall.SIGUSR1)
 	defer signal.Stop(ch)
@@ -181,14 +216,7 @@ func reloadOnSignal(ctx context.Context, srv *server.Server, path string, log *s
 		case <-ctx.Done():
 			return
 		case sig := <-ch:
-			cfg, err := config.Load(path)
-			if err != nil {
-				log.Error("config reload refused; keeping the running config", "signal", sig.String(), "error", err.Error())
-				continue
-			}
-			setLevel(level, cfg.Logging.Level)
-			srv.Apply(cfg)
-			log.Info("config reloaded", "signal", sig.String(), "models", len(cfg.Models))
+			reload(sig.String())
 		}
 	}
 }

@@ -71,3 +71,41 @@ func (m *Metrics) Handler() http.Handler {
 
 // Status is a status code as a label value.
 func Status(code int) string { return strconv.Itoa(code) }
+
+// ProviderState is one provider's health as gauges.
+type ProviderState struct {
+	Provider    string
+	CircuitOpen bool
+	Paused      bool
+}
+
+// stateCollector reads provider health at scrape time, so the gauges never
+// drift from the breaker's own state.
+type stateCollector struct {
+	circuit, paused *prometheus.Desc
+	read            func() []ProviderState
+}
+
+func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.circuit; ch <- c.paused }
+
+func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
+	b := func(v bool) float64 {
+		if v {
+			return 1
+		}
+		return 0
+	}
+	for _, p := range c.read() {
+		ch <- prometheus.MustNewConstMetric(c.circuit, prometheus.GaugeValue, b(p.CircuitOpen), p.Provider)
+		ch <- prometheus.MustNewConstMetric(c.paused, prometheus.GaugeValue, b(p.Paused), p.Provider)
+	}
+}
+
+// WatchProviders registers gauges of circuit and pause state, read by read.
+func (m *Metrics) WatchProviders(read func() []ProviderState) {
+	m.Registry.MustRegister(&stateCollector{
+		circuit: prometheus.NewDesc("switchboard_provider_circuit_open", "1 while the provider's circuit is open.", []string{"provider"}, nil),
+		paused:  prometheus.NewDesc("switchboard_provider_quota_paused", "1 while the provider is quota-paused.", []string{"provider"}, nil),
+		read:    read,
+	})
+}

@@ -288,3 +288,12 @@ func (s *Sample) UnmarshalJSON(b []byte) error {
 	}
 	return nil
 }
+
+// Samples returns a copy of a provider's samples in the window, oldest first.
+func (s *Stats) Samples(model, provider string) []Sample {
+	s.Metrics(model, provider) // trims samples that left the window
+	m := s.model(model)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return append([]Sample(nil), m.providers[provider]...)
+}

@@ -31,6 +31,9 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("/v1/responses", s.inference(provider.Responses))
 	mux.HandleFunc("/v1/embeddings", s.inference(provider.Embeddings))
 	mux.HandleFunc("/v1/messages", s.handleMessages)
+	mux.HandleFunc("/v1/health/detail", s.get(s.handleHealthDetail))
+	mux.HandleFunc("/dashboard", s.get(s.handleDashboard))
+	mux.HandleFunc("/dashboard/data", s.get(s.handleDashboardData))
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, protocolOf(r), &apiError{Status: http.StatusNotFound, Type: "invalid_request_error",
 			Code: "not_found", Message: fmt.Sprintf("no route for %s %s", r.Method, r.URL.Path)})

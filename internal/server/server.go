@@ -56,6 +56,7 @@ type Server struct {
 	inflight sync.WaitGroup
 
 	mu        sync.Mutex // guards instances during Apply only
+	reloadMu  sync.Mutex // serialises Reload
 	instances map[string]instance
 }
 
@@ -75,6 +76,7 @@ func New(log *slog.Logger, clk clock.Clock, client *http.Client) *Server {
 	s := &Server{Log: log, Clock: clk, client: client, instances: map[string]instance{}}
 	s.Health = health.New(clk, health.Settings{Threshold: 3, Window: time.Minute, Cooldown: time.Minute, DefaultPause: time.Minute})
 	s.Metrics = metrics.New()
+	s.Metrics.WatchProviders(s.providerStates)
 	s.Stats = route.NewStats(clk, 5*time.Minute)
 	s.Prober = &route.Prober{Stats: s.Stats, Health: s.Health, Clock: clk, Log: log,
 		OnProbe: func(model, p string, ok bool) {
@@ -211,4 +213,34 @@ func (s *Server) Prewarm() {
 		}
 	}
 	provider.Prewarm(s.client, origins, snap.Config.Timeouts.Open.D())
+}
+
+// providerStates lists the configured providers' health for the gauges.
+func (s *Server) providerStates() []metrics.ProviderState {
+	snap := s.snap.Load()
+	if snap == nil {
+		return nil
+	}
+	out := make([]metrics.ProviderState, 0, len(snap.Config.Providers))
+	for name := range snap.Config.Providers {
+		h := s.Health.Status(name)
+		out = append(out, metrics.ProviderState{Provider: name, CircuitOpen: h.CircuitOpen, Paused: !h.PausedUntil.IsZero()})
+	}
+	return out
+}
+
+// Reload loads path and applies it; an invalid file (or, when production,
+// one without auth.token) is refused and the running config keeps serving.
+func (s *Server) Reload(path string, production bool) (*config.Config, error) {
+	s.reloadMu.Lock()
+	defer s.reloadMu.Unlock()
+	next, err := config.Load(path)
+	if err != nil {
+		return nil, err
+	}
+	if production && next.Auth.Token == "" {
+		return nil, errors.New("SWITCHBOARD_ENV=production requires auth.token")
+	}
+	s.Apply(next)
+	return next, nil
 }

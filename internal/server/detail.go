@@ -1,0 +1,95 @@
+package server
+
+import (
+	"math"
+	"net/http"
+	"time"
+
+	"switchboard/internal/route"
+)
+
+// detailMetrics are a provider's windowed measurements; TTFT is null when
+// unknown or when recent probes failed.
+type detailMetrics struct {
+	TTFT        *float64 `json:"ttft"`
+	TPS         float64  `json:"tps"`
+	SampleCount int      `json:"sample_count"`
+	Score       *float64 `json:"score"`
+}
+
+type detailProvider struct {
+	Errors                int64         `json:"errors"`
+	Successes             int64         `json:"successes"`
+	CircuitOpen           bool          `json:"circuit_open"`
+	LastSuccessAt         *time.Time    `json:"last_success_at"`
+	LastSuccessAgeSeconds *float64      `json:"last_success_age_seconds"`
+	QuotaPaused           bool          `json:"quota_paused"`
+	QuotaPauseUntil       *time.Time    `json:"quota_pause_until"`
+	QuotaPauseReason      *string       `json:"quota_pause_reason"`
+	Metrics               detailMetrics `json:"metrics"`
+}
+
+type detailModel struct {
+	ActiveProvider string                    `json:"active_provider"`
+	Metrics        detailMetrics             `json:"metrics"`
+	RequestCount   int64                     `json:"request_count"`
+	Providers      map[string]detailProvider `json:"providers"`
+}
+
+func finite(f float64) *float64 {
+	if math.IsInf(f, 0) || math.IsNaN(f) {
+		return nil
+	}
+	return &f
+}
+
+func toDetailMetrics(m route.Metrics) detailMetrics {
+	d := detailMetrics{TPS: m.TPS, SampleCount: m.Samples}
+	if m.Samples > 0 {
+		d.TTFT = finite(m.TTFT)
+	}
+	if m.Scored {
+		d.Score = finite(m.Score)
+	}
+	return d
+}
+
+// handleHealthDetail serves GET /v1/health/detail (behind auth when on).
+func (s *Server) handleHealthDetail(w http.ResponseWriter, r *http.Request) {
+	snap := s.entry(w, r)
+	if snap == nil {
+		return
+	}
+	now := s.Clock.Now()
+	models := make([]string, 0, len(snap.Config.Models))
+	out := map[string]detailModel{}
+	for _, rt := range snap.Routes.Routes() {
+		name := rt.Model.Name
+		models = append(models, name)
+		active := route.Measured{Stats: s.Stats}.Active(rt)
+		dm := detailModel{ActiveProvider: active, RequestCount: s.Stats.Requests(name),
+			Metrics: toDetailMetrics(s.Stats.Metrics(name, active)), Providers: map[string]detailProvider{}}
+		for _, c := range rt.Candidates {
+			h := s.Health.Status(c.Provider)
+			dp := detailProvider{Errors: h.Errors, Successes: h.Successes, CircuitOpen: h.CircuitOpen,
+				Metrics: toDetailMetrics(s.Stats.Metrics(name, c.Provider))}
+			if !h.LastSuccess.IsZero() {
+				t := h.LastSuccess.UTC()
+				age := now.Sub(h.LastSuccess).Seconds()
+				dp.LastSuccessAt, dp.LastSuccessAgeSeconds = &t, &age
+			}
+			if !h.PausedUntil.IsZero() {
+				t := h.PausedUntil.UTC()
+				reason := h.PauseReason
+				dp.QuotaPaused, dp.QuotaPauseUntil, dp.QuotaPauseReason = true, &t, &reason
+			}
+			dm.Providers[c.Provider] = dp
+		}
+		out[name] = dm
+	}
+	status := "ok"
+	if s.draining.Load() {
+		status = "draining"
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"status": status, "models": models, "providers": out, "timestamp": now.UTC()})
+}
