@@ -1,0 +1,104 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+)
+
+// TestMain lets the harness re-execute the test binary as its children
+// (upstream, baseline, loadgen), exactly as it re-executes the bench binary.
+func TestMain(m *testing.M) {
+	if os.Getenv("BENCH_CHILD") == "1" {
+		os.Exit(dispatch(os.Args[1:]))
+	}
+	os.Exit(m.Run())
+}
+
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+// TestSmoke builds the gateway from this tree and runs every mode of the
+// harness for a fraction of a second, so the harness cannot rot. It checks
+// that each mode produced results for each target with no error and no cut
+// stream, and that the JSON report was written; it asserts no timing.
+func TestSmoke(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the gateway and runs it")
+	}
+	dir := t.TempDir()
+	gw := filepath.Join(dir, "switchboard")
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		goTool = filepath.Join(runtime.GOROOT(), "bin", "go")
+	}
+	args := []string{"build", "-o", gw}
+	if raceEnabled {
+		args = append(args, "-race")
+	}
+	if out, err := exec.Command(goTool, append(args, "switchboard/cmd/switchboard")...).CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "out")
+	rep, err := Run(Options{Gateway: gw, Out: out, Smoke: true, Self: []string{self},
+		Progress: testWriter{t}, Table: testWriter{t}})
+	if err != nil {
+		t.Fatalf("harness: %v", err)
+	}
+	if n := len(plan(true)); len(rep.Modes) != n {
+		t.Fatalf("%d modes ran, want %d", len(rep.Modes), n)
+	}
+	for _, m := range rep.Modes {
+		if m.Skipped != "" {
+			t.Errorf("%s skipped: %s", m.Name, m.Skipped)
+			continue
+		}
+		for _, name := range targetNames {
+			r := m.Targets[name]
+			switch {
+			case r == nil:
+				t.Errorf("%s: no result for %s", m.Name, name)
+			case r.OK == 0 || r.Errors > 0 || r.Cut > 0 || r.NotSent > 0:
+				t.Errorf("%s/%s: ok=%d errors=%d cut=%d not_sent=%d %v", m.Name, name, r.OK, r.Errors, r.Cut, r.NotSent, r.ErrorSamples)
+			case m.Kind == kindStreamOpen || m.Kind == kindStreamConc:
+				if r.Chunks == 0 || r.TTFB.N == 0 {
+					t.Errorf("%s/%s: streamed %d chunks, %d TTFB samples", m.Name, name, r.Chunks, r.TTFB.N)
+				}
+			case r.Latency.N == 0:
+				t.Errorf("%s/%s: no latency samples", m.Name, name)
+			}
+			if name != "direct" && r != nil && r.ProxyRSSPeakKB == 0 {
+				t.Errorf("%s/%s: no RSS read for the proxy", m.Name, name)
+			}
+		}
+	}
+	if len(rep.Checks) == 0 {
+		t.Error("no target was evaluated")
+	}
+	b, err := os.ReadFile(filepath.Join(out, "latest.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back Report
+	if err := json.Unmarshal(b, &back); err != nil {
+		t.Fatalf("latest.json: %v", err)
+	}
+	if len(back.Modes) != len(rep.Modes) || back.Modes[0].Targets["gateway"].Hists["latency"].Count() == 0 {
+		t.Errorf("latest.json does not round-trip the report")
+	}
+	if _, err := os.Stat(filepath.Join(out, "latest.md")); err != nil {
+		t.Error(err)
+	}
+}
