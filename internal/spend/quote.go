@@ -1,0 +1,196 @@
+package spend
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+
+	"github.com/tidwall/gjson"
+
+	"switchboard/internal/config"
+	"switchboard/internal/limit"
+)
+
+// Template allowances of the input bound, in tokens: a chat template adds
+// role markers and separators that are not in the JSON, and tool
+// definitions are rendered with a system preamble.
+const (
+	BaseAllowance       = 64
+	PerMessageAllowance = 16
+	ToolsAllowance      = 1024
+)
+
+// Request is one provider attempt to price.
+type Request struct {
+	Provider     string // provider name (config key)
+	ProviderType string // openai, anthropic, gemini, mock
+	Model        string // the provider's model name
+	Endpoint     string // chat/completions, completions, responses, embeddings, messages
+	Body         []byte // the body as sent
+}
+
+// Quote is the reservation of one attempt: a true upper bound of its cost
+// under the catalog, or the reason none exists.
+type Quote struct {
+	// Amount in nano-USD; meaningful when Priced.
+	Amount int64
+	Priced bool
+	// Reason says why the cost cannot be bounded (for the 400 message).
+	Reason string
+	// Entry is the model's pricing, nil when unknown. An unpriceable quote
+	// may still have one (e.g. provider-hosted tools).
+	Entry *Entry
+	// InputBound, OutputBound (per candidate) and Candidates in tokens.
+	InputBound, OutputBound, Candidates int64
+	// Media is set when the body carries media input.
+	Media bool
+}
+
+func unpriced(q Quote, format string, args ...any) Quote {
+	q.Priced, q.Amount, q.Reason = false, 0, fmt.Sprintf(format, args...)
+	return q
+}
+
+// multiCandidate reports whether n candidates are billed as n outputs (one
+// input) for this endpoint and provider type.
+func multiCandidate(r Request) bool {
+	switch r.ProviderType {
+	case config.TypeAnthropic:
+		return false
+	case config.TypeGemini:
+		return r.Endpoint == "chat/completions"
+	}
+	return r.Endpoint == "chat/completions" || r.Endpoint == "completions"
+}
+
+// Quote bounds an attempt's cost. Input tokens are at most min(context
+// ceiling, UTF-8 bytes of the serialized body + template allowance),
+// since a byte-level BPE token spans at least one byte; media and stored
+// input fall back to the context ceiling. Output is the request's limit
+// (Anthropic's 8192 default, else the catalog ceiling) times the
+// candidates. Everything is priced at the tier the input bound reaches,
+// input at the highest input-side rate that can apply.
+func (c *Catalog) Quote(r Request) Quote {
+	q := Quote{Candidates: 1}
+	e, ok := c.Lookup(r.Provider, r.Model)
+	if ok {
+		q.Entry = e
+	}
+	if reason := controlsReason(r.Body); reason != "" {
+		return unpriced(q, "%s", reason)
+	}
+	if !ok {
+		return unpriced(q, "no price is known for model %q on provider %q", r.Model, r.Provider)
+	}
+	if !e.Priced() {
+		return unpriced(q, "the price of model %q on provider %q lacks its input or output rate", r.Model, r.Provider)
+	}
+	compact := r.Body
+	var buf bytes.Buffer
+	if json.Compact(&buf, r.Body) == nil {
+		compact = buf.Bytes()
+	}
+
+	media, stored := inputShape(compact)
+	q.Media = media
+	if media || stored {
+		if e.Context == Unknown {
+			return unpriced(q, "the request carries media or stored input and the context ceiling of %q is unknown", r.Model)
+		}
+		q.InputBound = e.Context
+	} else {
+		q.InputBound = int64(len(compact)) + allowance(compact)
+		if e.Context != Unknown {
+			q.InputBound = min(q.InputBound, e.Context)
+		}
+	}
+
+	if r.Endpoint != "embeddings" {
+		lim, has, maxed := limit.OutputLimit(r.Body)
+		n, nMax := limit.Candidates(r.Body)
+		if nMax {
+			return unpriced(q, "the candidate count is not an integer")
+		}
+		if n > 1 && !multiCandidate(r) {
+			return unpriced(q, "multi-candidate output is not supported for %s on a %s provider", r.Endpoint, r.ProviderType)
+		}
+		switch {
+		case maxed:
+			// The provider may coerce it; only the ceiling bounds that.
+			if e.MaxOutput == Unknown {
+				return unpriced(q, "the output limit is not an integer and the output ceiling of %q is unknown", r.Model)
+			}
+			lim = e.MaxOutput
+		case has:
+		case r.ProviderType == config.TypeAnthropic:
+			lim = limit.AnthropicDefaultOutput
+		case e.MaxOutput != Unknown:
+			lim = e.MaxOutput
+		default:
+			return unpriced(q, "the request sets no output limit and the output ceiling of %q is unknown", r.Model)
+		}
+		q.OutputBound, q.Candidates = lim, max(n, 1)*prompts(r, compact)
+	}
+
+	rates := e.RatesAt(q.InputBound)
+	in := max(rates.Input, rates.CacheRead)
+	if writes, hour := cacheWrites(compact); writes {
+		cw := known(rates.CacheWrite, rates)
+		if hour {
+			cw = max(cw, 2*rates.Input)
+		}
+		in = max(in, cw)
+	}
+	if media && rates.InputMedia != Unknown {
+		in = max(in, rates.InputMedia)
+	}
+	out := q.OutputBound
+	if q.Candidates > 1 {
+		if out > MaxAmount/q.Candidates {
+			out = MaxAmount
+		} else {
+			out *= q.Candidates
+		}
+	}
+	q.Amount = addSat(tokenCost(q.InputBound, in), tokenCost(out, rates.Output))
+	q.Priced = true
+	return q
+}
+
+// allowance is the template allowance of a body: a base, a share per
+// message (messages, contents, input items, a system prompt) and one for
+// tool definitions.
+func allowance(compact []byte) int64 {
+	n := int64(0)
+	for _, r := range gjson.GetManyBytes(compact, "messages", "contents", "input", "system", "systemInstruction",
+		"system_instruction", "instructions", "prompt") {
+		switch {
+		case r.IsArray():
+			n += int64(len(r.Array()))
+		case present(r):
+			n++
+		}
+	}
+	a := BaseAllowance + n*PerMessageAllowance
+	if t := gjson.GetManyBytes(compact, "tools", "functions"); present(t[0]) || present(t[1]) {
+		a += ToolsAllowance
+	}
+	return a
+}
+
+// prompts is the number of prompts of a legacy completions request: a list
+// of strings (or of token lists) is one completion per prompt.
+func prompts(r Request, compact []byte) int64 {
+	if r.Endpoint != "completions" {
+		return 1
+	}
+	p := gjson.GetBytes(compact, "prompt")
+	if !p.IsArray() {
+		return 1
+	}
+	items := p.Array()
+	if len(items) == 0 || items[0].Type == gjson.Number {
+		return 1 // one prompt given as token ids
+	}
+	return int64(len(items))
+}
