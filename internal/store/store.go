@@ -1,0 +1,191 @@
+// Package store keeps admission and spend state: token buckets, each
+// tenant's rolling daily counters, the spend of each budget window, and a
+// ledger of attempts (tenant, provider, model, estimated and actual tokens,
+// cost, time). It never holds prompt or response text.
+//
+// Store is the contract. One decision (Admit) checks every rate bucket, the
+// daily count, the attempt-record capacity and the spend hold together and
+// applies all of them or none. This package implements it twice over one
+// decision procedure: NewMemory keeps everything in the process;
+// OpenSQLite keeps the counters and the ledger in a SQLite file (so they
+// survive a restart) and the short-lived rate buckets in memory. A shared
+// backend (Redis) implements Store directly, with the same decision in one
+// atomic script.
+package store
+
+import (
+	"context"
+	"time"
+
+	"switchboard/internal/limit"
+)
+
+// Rolling-day accounting is kept per minute. A day counts the current
+// minute and the DailyMinutes-1 before it, so that an admission leaves the
+// count no sooner than 86400 s after it happened.
+const (
+	DailyMinutes = 1441
+	// Retention keeps settled attempt records for late settlement, and
+	// open budgeted ones past their window's end.
+	Retention = 24 * time.Hour
+	// reclaimBatch bounds the expired records deleted per admission.
+	reclaimBatch = 16
+)
+
+// Admission is one attempt to decide.
+type Admission struct {
+	Now time.Time
+	// ID identifies the attempt (random, unique).
+	ID                      string
+	Tenant, Provider, Model string
+	// Debits are the rate buckets, in the order refusals are reported
+	// (RPM, then TPM).
+	Debits []limit.Debit
+	// DailyLimit caps the tenant's attempts in a rolling day;
+	// limit.Unlimited when none (the count is kept anyway).
+	DailyLimit int64
+	// EstTokens is the TPM estimate, counted in the tenant's tokens today
+	// until settlement replaces it.
+	EstTokens int64
+
+	// WindowSecs is the tenant's budget window (spend is recorded per
+	// window even without a budget).
+	WindowSecs int64
+	// Budgeted: Budget (nano-USD) caps reserved + settled in the window.
+	Budgeted bool
+	Budget   int64
+	// Hold is the amount to reserve; with HoldRemaining the window's whole
+	// remaining balance is reserved instead (unpriced under budget).
+	Hold          int64
+	HoldRemaining bool
+	// MaxRetained bounds the attempt records; when full a budgeted
+	// attempt is refused and an unbudgeted one admitted without a record.
+	MaxRetained int
+}
+
+// Refused says which check refused an admission.
+type Refused int
+
+const (
+	Admitted Refused = iota
+	// RefusedRate: Decision.Index names the debit.
+	RefusedRate
+	RefusedDaily
+	RefusedBudget
+	// RefusedFull: the attempt records are at capacity (budgeted only).
+	RefusedFull
+)
+
+// Decision is the outcome of Admit.
+type Decision struct {
+	Refused Refused
+	// Index is the refusing debit for RefusedRate.
+	Index int
+	// Wait is how long until the refusing check could admit: the bucket's
+	// wait, the daily count's next expiry, or the window's end.
+	Wait time.Duration
+	// Snapshots are the debits' counters after admission; on a rate
+	// refusal, Snapshot is the refusing one.
+	Snapshots []limit.Snapshot
+	Snapshot  limit.Snapshot
+	// Daily is the tenant's daily counter (after admission).
+	Daily limit.Snapshot
+	// Minute is the usage minute the admission was counted in.
+	Minute int64
+	// WindowStart is the budget window chosen at admission (Unix s).
+	WindowStart int64
+	// Held is what was reserved; Spent is reserved + settled in the window
+	// after the admission.
+	Held, Spent int64
+	// Recorded is false when the attempt was admitted without a record.
+	Recorded bool
+}
+
+// Tokens are an attempt's actual usage, for its record.
+type Tokens struct {
+	Input, Output, CacheRead, CacheWrite, Reasoning int64
+}
+
+// Attempt states in the ledger.
+const (
+	StateOpen     = "open"     // admitted, outcome not known yet
+	StateSettled  = "settled"  // replaced by its final cost
+	StateFailed   = "failed"   // definite upstream error: released
+	StateKept     = "kept"     // outcome uncertain: the hold stays
+	StateUnpriced = "unpriced" // terminal, but the unpriced hold stays
+)
+
+// Settlement changes an admitted attempt. It carries everything needed, so
+// that it applies even when the record was reclaimed or never kept.
+type Settlement struct {
+	Now                     time.Time
+	ID, Tenant, Provider    string
+	Minute                  int64
+	WindowSecs, WindowStart int64
+	// ReservedDelta is added to the window's reserved amount (negative to
+	// release); SettledDelta to its settled amount.
+	ReservedDelta, SettledDelta int64
+	// TokenDelta corrects the minute's tokens (actual - estimate).
+	TokenDelta int64
+	// Adjust corrects rate buckets: each debit's Cost is a delta.
+	Adjust []limit.Debit
+	// State is the record's new state; Tokens its usage (nil: unchanged);
+	// Held and Cost its amounts.
+	State      string
+	Tokens     *Tokens
+	Held, Cost int64
+	// Final marks a terminal state: the record is kept Retention longer.
+	Final bool
+}
+
+// UsageQuery asks for a tenant's counters.
+type UsageQuery struct {
+	Now        time.Time
+	Tenant     string
+	WindowSecs int64
+}
+
+// UsageReport is a tenant's rolling day and current window.
+type UsageReport struct {
+	// Requests and Tokens in the rolling day; Tokens hold estimates until
+	// their attempts settle.
+	Requests, Tokens int64
+	// OldestMinute is the oldest minute still counted (0 when none).
+	OldestMinute int64
+	// WindowStart and WindowEnd bound the current budget window (Unix s).
+	WindowStart, WindowEnd int64
+	// Reserved and Settled nano-USD in that window.
+	Reserved, Settled int64
+}
+
+// Store is the admission and spend state.
+type Store interface {
+	// Admit decides one attempt atomically; a refusal changes nothing.
+	Admit(ctx context.Context, a *Admission) (*Decision, error)
+	// Settle applies an attempt's partial or final outcome.
+	Settle(ctx context.Context, s *Settlement) error
+	// Penalize refuses every debit of group until until.
+	Penalize(ctx context.Context, now time.Time, group string, until time.Time) error
+	// Peek reads counters without debiting.
+	Peek(ctx context.Context, now time.Time, ds []limit.Debit) ([]limit.Snapshot, error)
+	// Usage reads a tenant's counters; it never reserves.
+	Usage(ctx context.Context, q UsageQuery) (*UsageReport, error)
+	Close() error
+}
+
+// Minute is the usage minute of t.
+func Minute(t time.Time) int64 { return t.Unix() / 60 }
+
+// WindowStart is the start of the tumbling window of secs seconds holding t.
+func WindowStart(t time.Time, secs int64) int64 {
+	if secs <= 0 {
+		secs = 86400
+	}
+	u := t.Unix()
+	return u - ((u%secs)+secs)%secs
+}
+
+// DailyExpiry is when admissions counted in minute leave the rolling day.
+func DailyExpiry(minute int64) time.Time {
+	return time.Unix((minute+DailyMinutes)*60, 0)
+}
