@@ -28,7 +28,7 @@ func newMemLedger() *memLedger {
 }
 
 func (m *memLedger) begin(context.Context) (ledgerTx, error) { return m, nil }
-func (m *memLedger) close() error                              { return nil }
+func (m *memLedger) close() error                            { return nil }
 
 // The memory ledger applies writes at once: a local store only writes
 // after every check passed, and these writes cannot fail.

@@ -112,7 +112,9 @@ type sqlTx struct {
 	done  bool
 }
 
-func (t *sqlTx) exec(q string, args ...any) (sql.Result, error) { return t.tx.ExecContext(t.ctx, q, args...) }
+func (t *sqlTx) exec(q string, args ...any) (sql.Result, error) {
+	return t.tx.ExecContext(t.ctx, q, args...)
+}
 
 func (t *sqlTx) commit() error {
 	if err := t.tx.Commit(); err != nil {
