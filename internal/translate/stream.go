@@ -38,6 +38,7 @@ type Reader struct {
 	pending []byte
 	err     error // returned once pending is drained
 	emitted bool  // bytes were produced: errors can no longer be replaced
+	chunks  int   // payloads translated so far
 	closed  atomic.Bool
 }
 
@@ -46,20 +47,20 @@ func NewReader(body io.ReadCloser, t StreamTranslator) *Reader {
 	return &Reader{body: body, events: sse.NewReader(body), t: t}
 }
 
-// Prime reads until the first output bytes are ready. It returns the
-// upstream's error when the stream opens with one (an *UpstreamError,
-// e.g. an overloaded error event or a blocked prompt), so that the caller
-// can still fail over before anything reached the client.
+// Prime reads until the first content is translated: past the opening
+// chunk (the role) to the first chunk after it. It returns the upstream's
+// error when the stream opens with one (an *UpstreamError, e.g. an
+// overloaded error event right after message_start, or a blocked prompt),
+// so that the caller can still fail over before anything reached the
+// client.
 func (r *Reader) Prime() error {
-	for len(r.pending) == 0 && r.err == nil {
+	for r.chunks < 2 && r.err == nil {
 		r.step()
 	}
-	if len(r.pending) == 0 && r.err != nil && r.err != io.EOF {
+	// Nothing has reached the client yet: any failure so far fails the
+	// attempt, which the caller may retry.
+	if r.err != nil && r.err != io.EOF {
 		return r.err
-	}
-	var ue *UpstreamError
-	if errors.As(r.err, &ue) && !r.emitted {
-		return ue
 	}
 	return nil
 }
@@ -138,6 +139,7 @@ func (r *Reader) step() {
 }
 
 func (r *Reader) emit(out [][]byte) {
+	r.chunks += len(out)
 	for _, d := range out {
 		r.pending = append(r.pending, "data: "...)
 		r.pending = append(r.pending, d...)

@@ -273,7 +273,8 @@ func TestStreamIsIncremental(t *testing.T) {
 func TestStreamCloseAndCancel(t *testing.T) {
 	_, p := newUpstream(t, func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/event-stream")
-		io.WriteString(w, ev("message_start", `{"type":"message_start","message":{"id":"m","type":"message","role":"assistant","content":[],"model":"x","usage":{}}}`))
+		io.WriteString(w, ev("message_start", `{"type":"message_start","message":{"id":"m","type":"message","role":"assistant","content":[],"model":"x","usage":{}}}`)+
+			ev("content_block_start", `{"type":"content_block_start","index":0,"content_block":{"type":"text","text":"Hi"}}`))
 		w.(http.Flusher).Flush()
 		<-r.Context().Done() // an upstream that never ends
 	})
@@ -430,5 +431,16 @@ func TestMessagesPassthrough(t *testing.T) {
 	var pe *provider.Error
 	if !errors.As(err, &pe) || pe.Status != 529 || string(pe.Body) != errBody {
 		t.Errorf("passthrough error %#v", err)
+	}
+}
+
+func TestStreamErrorAfterMessageStartFailsAttempt(t *testing.T) {
+	_, p := newUpstream(t, sseAnswer(ev("message_start", `{"type":"message_start","message":{"id":"m","type":"message","role":"assistant","content":[],"model":"x","usage":{"input_tokens":1,"output_tokens":1}}}`)+
+		ev("ping", `{"type":"ping"}`)+
+		ev("error", `{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}`)))
+	_, err := p.Send(context.Background(), &provider.Request{Endpoint: provider.Chat, Body: []byte(chatReq), Stream: true})
+	var pe *provider.Error
+	if !errors.As(err, &pe) || pe.Status != 529 {
+		t.Errorf("err %#v", err)
 	}
 }
