@@ -518,6 +518,9 @@ func (h *harness) runMode(mi int, m Mode, mr *ModeResult) error {
 	if err := h.warm(); err != nil {
 		return err
 	}
+	if !h.o.Smoke {
+		mr.ForeignBefore, mr.QuietWaitSec = h.waitQuiet(5 * time.Second)
+	}
 	accs := map[string]*acc{}
 	for _, t := range h.targets {
 		a := &acc{res: JobResult{Latency: newHist(), TTFB: newHist(), Transit: newHist(), GapAdded: newHist(),
@@ -552,6 +555,41 @@ func (h *harness) runMode(mi int, m Mode, mr *ModeResult) error {
 		mr.Targets[t.name] = finish(m, t, accs[t.name])
 	}
 	return nil
+}
+
+// ownPids are the processes of this run.
+func (h *harness) ownPids() []int {
+	pids := []int{os.Getpid()}
+	for _, c := range []*child{h.loadgen, h.up, h.base, h.gw} {
+		if c != nil {
+			pids = append(pids, c.pid)
+		}
+	}
+	return pids
+}
+
+// waitQuiet waits, up to limit, for a half second in which processes
+// outside this run use less than a quarter of a core: on a shared machine
+// a mode should not start in the middle of someone else's build. It
+// returns the foreign load last seen (in cores) and the time waited.
+func (h *harness) waitQuiet(limit time.Duration) (foreign, waited float64) {
+	start := time.Now()
+	pids := h.ownPids()
+	for {
+		b0, _ := machineCPU()
+		c0 := cpuOf(pids)
+		time.Sleep(500 * time.Millisecond)
+		b1, _ := machineCPU()
+		c1 := cpuOf(pids)
+		var own int64
+		for i := range pids {
+			own += c1[i] - c0[i]
+		}
+		foreign = max(0, (float64(b1-b0)/clkTck-float64(own)/1e9)/0.5)
+		if foreign < 0.25 || time.Since(start) >= limit {
+			return foreign, time.Since(start).Seconds() - 0.5
+		}
+	}
 }
 
 func pause(smoke bool) time.Duration {
@@ -755,7 +793,9 @@ func (h *harness) profile() error {
 		if m.Role != "closed-hi" && m.Role != "streams" && m.Role != "open-lo" {
 			continue
 		}
-		d := m.Duration / time.Duration(max(m.Slices, 1))
+		// Half the mode's duration in one piece, profiled but for its
+		// first and last half second.
+		d := max(m.Duration/2, time.Second)
 		secs := max(1, int(d.Seconds())-1)
 		if m.Kind == kindStreamConc {
 			secs = max(1, int((m.Ramp+time.Duration(m.Tokens)*m.Interval).Seconds())-1)
@@ -764,18 +804,33 @@ func (h *harness) profile() error {
 			name string
 			err  error
 		}
-		ch := make(chan got, 2)
+		ch := make(chan got, 3)
 		for _, p := range []string{"profile", "allocs"} {
 			go func() {
 				name := filepath.Join(dir, fmt.Sprintf("gateway-%s-%s.pprof", m.Name, map[string]string{"profile": "cpu", "allocs": "allocs"}[p]))
+				time.Sleep(500 * time.Millisecond)
 				ch <- got{name, fetch(fmt.Sprintf("http://%s/debug/pprof/%s?seconds=%d", h.pprof, p, secs), name)}
 			}()
 		}
-		time.Sleep(50 * time.Millisecond)
+		n := 2
+		if m.Kind == kindStreamConc {
+			// The live heap and goroutines while every stream is open.
+			n++
+			go func() {
+				time.Sleep(m.Ramp + time.Second)
+				name := filepath.Join(dir, fmt.Sprintf("gateway-%s-heap.pprof", m.Name))
+				err := fetch(fmt.Sprintf("http://%s/debug/pprof/heap", h.pprof), name)
+				if err == nil {
+					err = fetch(fmt.Sprintf("http://%s/debug/pprof/goroutine?debug=1", h.pprof),
+						filepath.Join(dir, fmt.Sprintf("gateway-%s-goroutines.txt", m.Name)))
+				}
+				ch <- got{name, err}
+			}()
+		}
 		if _, err := h.do(h.job("profile/"+m.Name, m, gw, d)); err != nil {
 			return err
 		}
-		for range 2 {
+		for range n {
 			g := <-ch
 			if g.err != nil {
 				return g.err
@@ -814,8 +869,11 @@ func summarize(bin, prof string) {
 		return
 	}
 	args := []string{"tool", "pprof", "-top", "-nodecount=35"}
-	if strings.HasSuffix(prof, "-allocs.pprof") {
+	switch {
+	case strings.HasSuffix(prof, "-allocs.pprof"):
 		args = append(args, "-sample_index=alloc_space")
+	case strings.HasSuffix(prof, "-heap.pprof"):
+		args = append(args, "-sample_index=inuse_space")
 	}
 	out, err := exec.Command(goTool, append(args, bin, prof)...).Output()
 	if err == nil {

@@ -34,6 +34,10 @@ type ModeResult struct {
 	Order   [][]string               `json:"order,omitempty"`
 	Targets map[string]*TargetResult `json:"targets"`
 	Skipped string                   `json:"skipped,omitempty"`
+	// ForeignBefore is the load of other processes (cores) when the mode
+	// started, after waiting QuietWaitSec for the machine to calm down.
+	ForeignBefore float64 `json:"foreign_cores_at_start"`
+	QuietWaitSec  float64 `json:"quiet_wait_sec"`
 }
 
 // TargetResult is one target's figures in one mode.
