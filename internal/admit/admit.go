@@ -1,0 +1,283 @@
+package admit
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"math"
+	"time"
+
+	"switchboard/internal/config"
+	"switchboard/internal/limit"
+	"switchboard/internal/spend"
+	"switchboard/internal/store"
+	"switchboard/internal/tenant"
+)
+
+// Usage is a terminal response's token usage (OpenAI convention: Input
+// includes cache reads and writes, Output includes reasoning) and an
+// optional provider-reported bill.
+type Usage = spend.Usage
+
+// AttemptInfo describes one provider attempt, right before its send.
+type AttemptInfo struct {
+	// Identity is the caller (nil when auth is off).
+	Identity *tenant.Identity
+	// Provider is the config name; ProviderType its type.
+	Provider, ProviderType string
+	// Model is the provider's model name; ClientModel what the client
+	// asked for (informational).
+	Model, ClientModel string
+	// Endpoint: chat/completions, completions, responses, embeddings,
+	// messages.
+	Endpoint string
+	// Body is the final body of the attempt.
+	Body []byte
+}
+
+// counter kinds and scopes of a debit.
+type debitMeta struct {
+	kind  string // rpm, tpm
+	scope string // tenant, global, provider
+}
+
+func tenantOf(id *tenant.Identity) string {
+	if id == nil {
+		return ""
+	}
+	return id.Tenant
+}
+
+// debits lists the rate buckets of an attempt in refusal order: RPM
+// (tenant, global, provider), then TPM (same order). Unlimited buckets are
+// left out, except the provider's RPM bucket, which carries its penalty.
+func debits(s *snapshot, id *tenant.Identity, p *providerInfo, tokens int64) ([]limit.Debit, []debitMeta) {
+	var ds []limit.Debit
+	var ms []debitMeta
+	add := func(kind, scope, key, group string, r limit.Rate, cost int64, always bool) {
+		if r.Limited() || always {
+			ds = append(ds, limit.Debit{Key: key, Group: group, Rate: r, Cost: cost})
+			ms = append(ms, debitMeta{kind, scope})
+		}
+	}
+	t := tenantOf(id)
+	trpm, ttpm := rateOf(nil), rateOf(nil)
+	if id != nil && t != "" {
+		trpm, ttpm = rateOf(id.RPM), rateOf(id.TPM)
+	}
+	g := groupOf(p.name)
+	add("rpm", "tenant", "t:"+t+":rpm", "", trpm, 1, false)
+	add("rpm", "global", "g:rpm", "", s.global.rpm, 1, false)
+	add("rpm", "provider", "p:"+p.name+":rpm", g, p.rates.rpm, 1, true)
+	add("tpm", "tenant", "t:"+t+":tpm", "", ttpm, tokens, false)
+	add("tpm", "global", "g:tpm", "", s.global.tpm, tokens, false)
+	add("tpm", "provider", "p:"+p.name+":tpm", g, p.rates.tpm, tokens, false)
+	return ds, ms
+}
+
+func newID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// Admit decides one provider attempt, right before its send: first the
+// provider's concurrency slot (providers.X.max_concurrency, bounded by
+// limits.queue_timeout), then one all-or-nothing decision over the global,
+// provider and tenant buckets, the tenant's daily count and the spend
+// reservation. A refusal debits nothing. The Permit must be finished with
+// exactly one of Settle, Keep or Fail, which also releases the slot.
+func (c *Controller) Admit(ctx context.Context, ai AttemptInfo) (*Permit, *Refusal) {
+	s := c.snap.Load()
+	if s == nil {
+		return &Permit{c: c, noop: true}, nil
+	}
+	now := c.clk.Now()
+	p := s.providers[ai.Provider]
+	if p == nil {
+		p = &providerInfo{name: ai.Provider, typ: ai.ProviderType, rates: rates{rateOf(nil), rateOf(nil)}}
+	}
+	if ai.ProviderType == "" {
+		ai.ProviderType = p.typ
+	}
+	id := ai.Identity
+	t := tenantOf(id)
+
+	entry, known := s.catalog.Lookup(ai.Provider, ai.Model)
+	target := limit.Target{Type: ai.ProviderType, Hosted: p.hosted, FamilyCeiling: p.family.MaxOutput,
+		NoOutput: ai.Endpoint == "embeddings"}
+	if known && entry.MaxOutput != spend.Unknown {
+		target.Known, target.ModelCeiling = true, entry.MaxOutput
+	}
+	est := limit.EstimateTokens(ai.Body, target)
+	ds, metas := debits(s, id, p, est.Total)
+
+	// An explicit 0 refuses before anything waits or is touched.
+	for i, d := range ds {
+		if d.Rate.Limit == 0 {
+			return nil, c.rateRefusal(ai.Provider, metas[i], limit.Snapshot{Limit: 0, Wait: time.Minute}, t)
+		}
+	}
+	daily := limit.Unlimited
+	if id != nil && id.DailyRequests != nil {
+		daily = *id.DailyRequests
+	}
+	if daily == 0 {
+		return nil, c.dailyRefusal(ai.Provider, 0, 86400*time.Second)
+	}
+
+	hold := spend.Hold{Entry: entry, Media: false}
+	a := &store.Admission{Now: now, ID: newID(), Tenant: t, Provider: ai.Provider, Model: ai.Model, Debits: ds,
+		DailyLimit: daily, EstTokens: est.Total, WindowSecs: config.DefaultBudgetWindowSecs, MaxRetained: s.maxRetained}
+	if id != nil && id.BudgetWindowSecs > 0 {
+		a.WindowSecs = id.BudgetWindowSecs
+	}
+	if id.Budgeted() {
+		a.Budgeted, a.Budget = true, *id.BudgetNano
+		q := s.catalog.Quote(spend.Request{Provider: ai.Provider, ProviderType: ai.ProviderType, Model: ai.Model,
+			Endpoint: ai.Endpoint, Body: ai.Body})
+		hold.Media = q.Media
+		switch {
+		case q.Priced:
+			a.Hold = q.Amount
+		case id.AllowUnpriced:
+			a.HoldRemaining, hold.Unpriced = true, true
+		default:
+			c.m.rejected.WithLabelValues(ai.Provider, ReasonUnpriceable).Inc()
+			return nil, &Refusal{Status: 400, Code: CodeUnpriceable, Type: "invalid_request_error", Param: "model",
+				Scope: ScopeProvider, Message: fmt.Sprintf("the cost of this request to %s cannot be bounded under your budget: %s; "+
+					"use a model with a known price and output limit, drop the unbounded control, or ask for budget_allow_unpriced",
+					ai.Model, q.Reason)}
+		}
+	}
+
+	// The provider's slot, right before the decision and the send.
+	releaseSlot := func() {}
+	if g := c.gate(ai.Provider); g != nil {
+		rel, waited, err := g.Acquire(ctx, s.queueTimeout)
+		c.m.queueWait.WithLabelValues("provider").Observe(waited.Seconds())
+		if err != nil {
+			return nil, c.gateRefusal(err, ai.Provider, s.queueTimeout, ScopeProvider,
+				fmt.Sprintf("provider %s is at its concurrency limit", ai.Provider))
+		}
+		releaseSlot = rel
+		now = c.clk.Now()
+		a.Now = now
+	}
+
+	d, err := c.st.Admit(ctx, a)
+	if err != nil {
+		releaseSlot()
+		c.m.rejected.WithLabelValues(ai.Provider, ReasonOverloaded).Inc()
+		return nil, &Refusal{Status: 503, Code: CodeOverloaded, Type: "server_error", Scope: ScopeRequest, RetryAfter: 5,
+			Message: "admission state is unavailable; retry later"}
+	}
+	switch d.Refused {
+	case store.RefusedRate:
+		releaseSlot()
+		return nil, c.rateRefusal(ai.Provider, metas[d.Index], d.Snapshot, t)
+	case store.RefusedDaily:
+		releaseSlot()
+		return nil, c.dailyRefusal(ai.Provider, daily, d.Wait)
+	case store.RefusedBudget:
+		releaseSlot()
+		c.m.rejected.WithLabelValues(ai.Provider, ReasonBudget).Inc()
+		ra := retryAfter(d.Wait)
+		return nil, &Refusal{Status: 429, Code: CodeBudget, Type: "insufficient_quota", Scope: ScopeRequest, RetryAfter: ra,
+			Message: fmt.Sprintf("the spend budget of this key is exhausted for its current window (%s of %s USD used); it resets in %d s",
+				spend.FormatUSD(d.Spent), spend.FormatUSD(a.Budget), ra)}
+	case store.RefusedFull:
+		releaseSlot()
+		c.m.rejected.WithLabelValues(ai.Provider, ReasonOverloaded).Inc()
+		return nil, &Refusal{Status: 503, Code: CodeOverloaded, Type: "server_error", Scope: ScopeRequest, RetryAfter: 60,
+			Message: "the spend ledger is full (spend.max_retained_attempts); retry later"}
+	}
+
+	hold.Held = d.Held
+	if hold.Unpriced {
+		c.m.unpriced.WithLabelValues(ai.Provider, ai.Model).Inc()
+	}
+	c.m.admitted.WithLabelValues(ai.Provider).Inc()
+	if d.Held > 0 {
+		c.m.reserved.WithLabelValues(id.Label(), ai.Provider).Add(float64(d.Held))
+	}
+	pm := &Permit{c: c, release: releaseSlot, id: a.ID, tenant: t, label: id.Label(), provider: ai.Provider,
+		model: ai.Model, minute: d.Minute, windowSecs: a.WindowSecs, windowStart: d.WindowStart, est: est.Total,
+		hold: hold, advice: advise(ds, metas, d)}
+	for i, m := range metas {
+		if m.kind == "tpm" {
+			charged := min(ds[i].Cost, ds[i].Rate.Limit)
+			pm.tpm = append(pm.tpm, limit.Debit{Key: ds[i].Key, Group: ds[i].Group, Rate: ds[i].Rate, Cost: charged})
+		}
+	}
+	return pm, nil
+}
+
+// rateRefusal is the 429 of a refused bucket.
+func (c *Controller) rateRefusal(provider string, m debitMeta, sn limit.Snapshot, tenantName string) *Refusal {
+	ra := retryAfter(sn.Wait)
+	r := &Refusal{Status: 429, Code: CodeRateLimit, Type: "rate_limit_error", RetryAfter: ra, Scope: ScopeRequest,
+		Advice: Advice{Limit: sn.Limit, Remaining: 0, Reset: int64(ra), OK: true}}
+	what := "requests per minute"
+	if m.kind == "tpm" {
+		r.Code, what = CodeTokenRate, "tokens per minute"
+	}
+	reason := ReasonRateLimited
+	switch m.scope {
+	case "tenant":
+		reason = ReasonTenantQuota
+		r.Message = fmt.Sprintf("rate limit of this key reached (%s); retry in %d s", what, ra)
+	case "global":
+		r.Message = fmt.Sprintf("the gateway's rate limit is reached (%s); retry in %d s", what, ra)
+	case "provider":
+		r.Scope = ScopeProvider
+		r.Message = fmt.Sprintf("provider %s is at its rate limit (%s); retry in %d s", provider, what, ra)
+		if sn.Penalized {
+			r.Message = fmt.Sprintf("provider %s is cooling down after an upstream 429; retry in %d s", provider, ra)
+		}
+	}
+	if sn.Limit == 0 {
+		r.Message = fmt.Sprintf("the %s limit of %s is 0: every request is denied", what, map[string]string{
+			"tenant": "this key", "global": "the gateway", "provider": "provider " + provider}[m.scope])
+	}
+	c.m.rejected.WithLabelValues(provider, reason).Inc()
+	return r
+}
+
+func (c *Controller) dailyRefusal(provider string, limit int64, wait time.Duration) *Refusal {
+	c.m.rejected.WithLabelValues(provider, ReasonTenantQuota).Inc()
+	ra := retryAfter(wait)
+	return &Refusal{Status: 429, Code: CodeDaily, Type: "rate_limit_error", RetryAfter: ra, Scope: ScopeRequest,
+		Advice:  Advice{Limit: limit, Remaining: 0, Reset: int64(ra), OK: true},
+		Message: fmt.Sprintf("the daily request limit of this key is reached (rolling 24 h); retry in %d s", ra)}
+}
+
+// advise selects the advisory counter of an admission: the tightest
+// limited RPM counter, else the tightest TPM one, else the daily count.
+func advise(ds []limit.Debit, ms []debitMeta, d *store.Decision) Advice {
+	for _, kind := range []string{"rpm", "tpm"} {
+		best := -1
+		for i, m := range ms {
+			if m.kind != kind || !ds[i].Rate.Limited() || i >= len(d.Snapshots) {
+				continue
+			}
+			if best < 0 || d.Snapshots[i].Remaining < d.Snapshots[best].Remaining {
+				best = i
+			}
+		}
+		if best >= 0 {
+			sn := d.Snapshots[best]
+			return Advice{Limit: sn.Limit, Remaining: sn.Remaining, Reset: resetSecs(sn.Reset, 60), OK: true}
+		}
+	}
+	if d.Daily.Limit > 0 {
+		return Advice{Limit: d.Daily.Limit, Remaining: d.Daily.Remaining, Reset: resetSecs(d.Daily.Reset, 86400), OK: true}
+	}
+	return Advice{}
+}
+
+// resetSecs is min(window, max(1, ceil(d))).
+func resetSecs(d time.Duration, window int64) int64 {
+	return min(window, max(1, int64(math.Ceil(d.Seconds()))))
+}

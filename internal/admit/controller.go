@@ -1,0 +1,250 @@
+package admit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"switchboard/internal/clock"
+	"switchboard/internal/config"
+	"switchboard/internal/limit"
+	"switchboard/internal/spend"
+	"switchboard/internal/store"
+	"switchboard/internal/tenant"
+)
+
+// Scope says how far a refusal reaches.
+type Scope int
+
+const (
+	// ScopeProvider: this provider cannot take the attempt now; the loop
+	// may advance to a distinct provider.
+	ScopeProvider Scope = iota + 1
+	// ScopeRequest: the caller's own limit, budget or the gateway as a
+	// whole refused; the request ends with this refusal.
+	ScopeRequest
+)
+
+func (s Scope) String() string {
+	switch s {
+	case ScopeProvider:
+		return "provider"
+	case ScopeRequest:
+		return "request"
+	}
+	return "unknown"
+}
+
+// Error codes of refusals.
+const (
+	CodeRateLimit   = "rate_limit_exceeded"
+	CodeTokenRate   = "token_rate_limit_exceeded"
+	CodeDaily       = "daily_limit_exceeded"
+	CodeBudget      = "budget_exceeded"
+	CodeUnpriceable = "unpriceable_under_budget"
+	CodeOverloaded  = "overloaded"
+	// CodeCanceled: the caller's context ended while waiting; nothing
+	// should be written to a client that left.
+	CodeCanceled = "canceled"
+)
+
+// Refusal is a gateway refusal, ready for the error writer:
+// {"error":{"message","type","param","code"}} with Status, and
+// Retry-After when RetryAfter > 0.
+type Refusal struct {
+	Status int
+	Code   string
+	// Type is the OpenAI error type for Code.
+	Type    string
+	Param   string
+	Message string
+	// RetryAfter in whole seconds (0 = no header).
+	RetryAfter int
+	Scope      Scope
+	// Advice is the refused counter for advisory headers (429 only); its
+	// Reset equals RetryAfter.
+	Advice Advice
+}
+
+func (r *Refusal) Error() string { return fmt.Sprintf("%d %s: %s", r.Status, r.Code, r.Message) }
+
+// Controller is the admission and spend façade. Create one per process
+// with New, Configure it on every config load; its state (buckets,
+// counters, ledger, gates) survives reloads, keyed by provider and tenant
+// names.
+type Controller struct {
+	st  store.Store
+	clk clock.Clock
+	m   *metrics
+
+	snap    atomic.Pointer[snapshot]
+	reqGate *limit.Gate
+
+	gmu   sync.Mutex
+	gates map[string]*limit.Gate // per-provider attempt gates
+}
+
+// snapshot is what one config compiles to.
+type snapshot struct {
+	cfg          *config.Config
+	keys         *tenant.Table
+	catalog      *spend.Catalog
+	queueTimeout time.Duration
+	penalty      time.Duration
+	global       rates
+	providers    map[string]*providerInfo
+	maxRetained  int
+}
+
+type rates struct{ rpm, tpm limit.Rate }
+
+type providerInfo struct {
+	name   string
+	typ    string
+	rates  rates
+	family spend.Family
+	hosted bool
+}
+
+// New returns a Controller over st, timed by clk (nil = wall clock), with
+// its collectors registered on reg (nil = not registered). Call Configure
+// before use; until then everything is admitted.
+func New(st store.Store, clk clock.Clock, reg prometheus.Registerer) *Controller {
+	if clk == nil {
+		clk = clock.Real{}
+	}
+	c := &Controller{st: st, clk: clk, gates: map[string]*limit.Gate{}}
+	c.reqGate = limit.NewGate(clk, 256)
+	c.m = newMetrics(reg, newGateCollector(c))
+	return c
+}
+
+func rateOf(v *int64) limit.Rate {
+	if v == nil {
+		return limit.Rate{Limit: limit.Unlimited, Window: time.Minute}
+	}
+	return limit.Rate{Limit: *v, Window: time.Minute}
+}
+
+// Configure applies a (validated) config. Gates are resized in place and
+// bucket state is kept by name, so a reload changes limits without
+// forgetting what was consumed.
+func (c *Controller) Configure(cfg *config.Config) error {
+	if cfg == nil {
+		return errors.New("admit: nil config")
+	}
+	s := &snapshot{
+		cfg:          cfg,
+		keys:         tenant.Compile(&cfg.Auth),
+		catalog:      spend.New(cfg),
+		queueTimeout: cfg.Limits.QueueTimeout.D(),
+		penalty:      time.Duration(cfg.Limits.PenaltySeconds) * time.Second,
+		global:       rates{rateOf(cfg.Limits.RPM), rateOf(cfg.Limits.TPM)},
+		providers:    map[string]*providerInfo{},
+		maxRetained:  cfg.Spend.MaxRetainedAttempts,
+	}
+	c.gmu.Lock()
+	next := map[string]*limit.Gate{}
+	for name, p := range cfg.Providers {
+		fam, hosted := s.catalog.FamilyOf(p.Type, p.BaseURL)
+		s.providers[name] = &providerInfo{name: name, typ: p.Type, rates: rates{rateOf(p.RPM), rateOf(p.TPM)},
+			family: fam, hosted: hosted}
+		if p.MaxConcurrency == nil {
+			continue
+		}
+		g := c.gates[name]
+		if g == nil {
+			g = limit.NewGate(c.clk, *p.MaxConcurrency)
+		}
+		g.SetCapacity(*p.MaxConcurrency)
+		next[name] = g
+	}
+	c.gates = next
+	c.gmu.Unlock()
+	c.reqGate.SetCapacity(max(cfg.Limits.MaxConcurrency, 1))
+	c.snap.Store(s)
+	return nil
+}
+
+func (c *Controller) providerGates() map[string]*limit.Gate {
+	c.gmu.Lock()
+	defer c.gmu.Unlock()
+	out := make(map[string]*limit.Gate, len(c.gates))
+	for k, v := range c.gates {
+		out[k] = v
+	}
+	return out
+}
+
+func (c *Controller) gate(provider string) *limit.Gate {
+	c.gmu.Lock()
+	defer c.gmu.Unlock()
+	return c.gates[provider]
+}
+
+// Authenticate maps a presented gateway key (from Authorization: Bearer,
+// x-api-key or x-goog-api-key) to its identity. With neither auth.token
+// nor keys configured, auth is off: (nil, true). An unknown key is
+// (nil, false), counted as an unauthorized rejection.
+func (c *Controller) Authenticate(presentedKey string) (*tenant.Identity, bool) {
+	s := c.snap.Load()
+	if s == nil || !s.keys.Enabled() {
+		return nil, true
+	}
+	id, ok := s.keys.Lookup(presentedKey)
+	if !ok {
+		c.m.rejected.WithLabelValues("", ReasonUnauthorized).Inc()
+	}
+	return id, ok
+}
+
+// retryAfter rounds a wait up to whole seconds, at least 1.
+func retryAfter(d time.Duration) int {
+	return int(max(1, math.Ceil(d.Seconds())))
+}
+
+// Enter takes the logical request's slot (limits.max_concurrency), waiting
+// at most limits.queue_timeout. The slot is held until release is called:
+// at the end of the response, or of the stream. A saturated gate gives a
+// 503 overloaded refusal with Retry-After; a caller that leaves while
+// waiting gets CodeCanceled.
+func (c *Controller) Enter(ctx context.Context, id *tenant.Identity) (release func(), _ *Refusal) {
+	s := c.snap.Load()
+	if s == nil {
+		return func() {}, nil
+	}
+	rel, waited, err := c.reqGate.Acquire(ctx, s.queueTimeout)
+	c.m.queueWait.WithLabelValues("request").Observe(waited.Seconds())
+	if err != nil {
+		return nil, c.gateRefusal(err, "", s.queueTimeout, ScopeRequest, "the gateway is at its concurrency limit")
+	}
+	return rel, nil
+}
+
+func (c *Controller) gateRefusal(err error, provider string, timeout time.Duration, scope Scope, msg string) *Refusal {
+	if !errors.Is(err, limit.ErrSaturated) {
+		return &Refusal{Status: 499, Code: CodeCanceled, Type: "request_canceled", Message: "the request was canceled while queued", Scope: ScopeRequest}
+	}
+	c.m.rejected.WithLabelValues(provider, ReasonOverloaded).Inc()
+	return &Refusal{Status: 503, Code: CodeOverloaded, Type: "server_error", Scope: scope, RetryAfter: retryAfter(timeout),
+		Message: msg + "; retry later"}
+}
+
+// Penalize slows a provider down after an upstream 429: its buckets refuse
+// every attempt for limits.penalty_seconds.
+func (c *Controller) Penalize(provider string) {
+	s := c.snap.Load()
+	if s == nil || s.penalty <= 0 {
+		return
+	}
+	now := c.clk.Now()
+	_ = c.st.Penalize(context.Background(), now, groupOf(provider), now.Add(s.penalty))
+}
+
+func groupOf(provider string) string { return "p:" + provider }

@@ -1,0 +1,76 @@
+// Package admit is the admission and spend façade the server and the
+// attempt loop call: authentication of gateway keys, the logical
+// concurrency slot, the per-attempt decision (provider slot, RPM/TPM
+// buckets, daily count, spend reservation — all or nothing), settlement,
+// advisory headers, GET /v1/usage and cost_usd.
+//
+// # Wiring
+//
+// Once per process:
+//
+//	st, err := store.Open(cfg, stateDir)            // sqlite (default) or memory
+//	ctl := admit.New(st, clk, srv.Metrics.Registry) // collectors on the registry
+//	ctl.Configure(cfg)                              // and again on every reload
+//	defer st.Close()
+//
+// Per request (after the body is read, before route resolution):
+//
+//	id, ok := ctl.Authenticate(presentedKey(r))     // !ok: 401; id nil with ok: auth off
+//	release, ref := ctl.Enter(ctx, id)              // ref: write it (503 overloaded + Retry-After)
+//	defer release()                                 // streams: release when the stream ends
+//
+// Per provider attempt, right before Send (retries and fallbacks call it
+// again for the provider they target):
+//
+//	pm, ref := ctl.Admit(ctx, admit.AttemptInfo{Identity: id, Provider: cand.Provider,
+//		ProviderType: cand.Type, Model: cand.Model, ClientModel: model, Endpoint: string(ep), Body: body})
+//	if ref != nil {
+//		if ref.Scope == admit.ScopeProvider { continue } // try a distinct provider
+//		return ref                                        // tenant, budget or gateway: the request ends
+//	}
+//	resp, err := send(...)
+//	switch {
+//	case success with usage counters: pm.Settle(admit.Usage{Input: ..., Output: ..., CacheRead: ..., CostNanoUSD: bill})
+//	case HTTP error status, no usage: pm.Fail(); if status == 429 { ctl.Penalize(cand.Provider) }
+//	default (transport error after send, cancel, stream cut): pm.Keep()
+//	}
+//
+// Exactly one of Settle, Keep or Fail ends a Permit and releases its
+// provider slot; further calls are no-ops. A stream's running usage may be
+// reported with Partial (raises the reservation, never lowers it).
+//
+// Refusals carry Status (429, 503, 400), Code (rate_limit_exceeded,
+// token_rate_limit_exceeded, daily_limit_exceeded, budget_exceeded,
+// unpriceable_under_budget, overloaded; canceled when the caller left while
+// queued: write nothing), Param ("model" for unpriceable), Message,
+// RetryAfter (seconds; set it as Retry-After) and Advice (the refused
+// counter, whose Reset equals RetryAfter).
+//
+// Scopes: a provider's bucket, penalty, concurrency slot or an unpriceable
+// price on that provider are ScopeProvider (another candidate may be
+// priced or free); the caller's own RPM/TPM/daily limit, its budget, the
+// global buckets and a full ledger are ScopeRequest.
+//
+// Advisory headers: when AdvisoryEnabled(cfg) and the caller authenticated,
+// pm.SetHeaders(w.Header()) (or Advice()) on the response, and
+// ref.Advice.SetHeaders on a gateway 429. Invalid fields are dropped.
+//
+// GET /v1/usage: ctl.Usage(ctx, id) returns the JSON body (rate_limits of
+// at most 32 providers, the caller's own counters, requests and tokens in
+// the rolling day, and spend reserved, settled and remaining in the
+// current budget window). A read never reserves.
+//
+// cost_usd: ctl.CostUSD(provider, model, usage) is nil for an unknown
+// model, never 0 by default. `switchboard prices`: WritePrices(w, cfg).
+//
+// # Decisions
+//
+// Fail releases the reservation (down to any partial provider bill): a
+// definite HTTP error before generation is not billed by providers, and
+// llmshim charges failed attempts only when usage or a bill is reported.
+// Keep never releases anything. The TPM estimate is corrected only by
+// Settle (reported usage).
+//
+// The controller never reads the wall clock directly: everything goes
+// through the injected clock.Clock.
+package admit

@@ -1,0 +1,117 @@
+package admit
+
+import (
+	"errors"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Rejection reasons (the reason label of switchboard_rejected_total).
+const (
+	ReasonOverloaded   = "overloaded"
+	ReasonRateLimited  = "rate_limited"
+	ReasonTenantQuota  = "tenant_quota"
+	ReasonUnauthorized = "unauthorized"
+	ReasonBudget       = "tenant_budget"
+	ReasonUnpriceable  = "unpriceable_under_budget"
+)
+
+// metrics are the admission collectors. Labels are bounded: provider,
+// model and tenant names come from the config, reasons from the list
+// above.
+type metrics struct {
+	queueWait *prometheus.HistogramVec
+	rejected  *prometheus.CounterVec
+	admitted  *prometheus.CounterVec
+	reserved  *prometheus.GaugeVec
+	settled   *prometheus.CounterVec
+	unpriced  *prometheus.CounterVec
+	settleErr prometheus.Counter
+}
+
+func newMetrics(reg prometheus.Registerer, gates prometheus.Collector) *metrics {
+	m := &metrics{
+		queueWait: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "switchboard_admission_queue_wait_seconds", Help: "Time spent waiting for a concurrency slot (scope request or provider).",
+			Buckets: []float64{0.001, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30},
+		}, []string{"scope"}),
+		rejected: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "switchboard_rejected_total", Help: "Requests or attempts refused by the gateway, by reason.",
+		}, []string{"provider", "reason"}),
+		admitted: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "switchboard_admitted_total", Help: "Provider attempts admitted (dispatched).",
+		}, []string{"provider"}),
+		reserved: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "switchboard_spend_reserved_nano_usd", Help: "Spend held by attempts not yet settled, in nano-USD.",
+		}, []string{"tenant", "provider"}),
+		settled: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "switchboard_spend_settled_nano_usd_total", Help: "Spend settled on reported usage, in nano-USD.",
+		}, []string{"tenant", "provider"}),
+		unpriced: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "switchboard_unpriced_under_cap_total", Help: "Unpriceable attempts admitted under a budget by holding the remaining balance.",
+		}, []string{"provider", "model"}),
+		settleErr: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "switchboard_spend_settle_errors_total", Help: "Settlements the store failed to apply (the reservation stays).",
+		}),
+	}
+	if reg == nil {
+		return m
+	}
+	m.queueWait = register(reg, m.queueWait)
+	m.rejected = register(reg, m.rejected)
+	m.admitted = register(reg, m.admitted)
+	m.reserved = register(reg, m.reserved)
+	m.settled = register(reg, m.settled)
+	m.unpriced = register(reg, m.unpriced)
+	m.settleErr = register(reg, m.settleErr)
+	register(reg, gates)
+	return m
+}
+
+// register adds c to reg, or returns the collector already registered
+// under its name (a second Controller on one registry shares them).
+func register[C prometheus.Collector](reg prometheus.Registerer, c C) C {
+	if err := reg.Register(c); err != nil {
+		var are prometheus.AlreadyRegisteredError
+		if errors.As(err, &are) {
+			if old, ok := are.ExistingCollector.(C); ok {
+				return old
+			}
+		}
+		panic(err)
+	}
+	return c
+}
+
+// gateCollector reports the concurrency gates at scrape time.
+type gateCollector struct {
+	c        *Controller
+	inflight *prometheus.Desc
+	depth    *prometheus.Desc
+}
+
+func newGateCollector(c *Controller) *gateCollector {
+	return &gateCollector{
+		c: c,
+		inflight: prometheus.NewDesc("switchboard_admission_inflight",
+			"Concurrency slots in use: scope request (logical requests) or provider (attempts).", []string{"scope", "provider"}, nil),
+		depth: prometheus.NewDesc("switchboard_admission_queue_depth",
+			"Callers waiting for a concurrency slot.", []string{"scope", "provider"}, nil),
+	}
+}
+
+func (g *gateCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- g.inflight
+	ch <- g.depth
+}
+
+func (g *gateCollector) Collect(ch chan<- prometheus.Metric) {
+	in, w := g.c.reqGate.Load()
+	ch <- prometheus.MustNewConstMetric(g.inflight, prometheus.GaugeValue, float64(in), "request", "")
+	ch <- prometheus.MustNewConstMetric(g.depth, prometheus.GaugeValue, float64(w), "request", "")
+	for name, gate := range g.c.providerGates() {
+		in, w := gate.Load()
+		ch <- prometheus.MustNewConstMetric(g.inflight, prometheus.GaugeValue, float64(in), "provider", name)
+		ch <- prometheus.MustNewConstMetric(g.depth, prometheus.GaugeValue, float64(w), "provider", name)
+	}
+}

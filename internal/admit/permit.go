@@ -1,0 +1,174 @@
+package admit
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"switchboard/internal/limit"
+	"switchboard/internal/spend"
+	"switchboard/internal/store"
+)
+
+// settleTimeout bounds one settlement write; the request's own context may
+// be gone by then.
+const settleTimeout = 10 * time.Second
+
+// Permit is one admitted attempt. Finish it with exactly one of Settle,
+// Keep or Fail; each releases the provider slot, and later calls are
+// no-ops. Partial may come before. Safe for concurrent use.
+type Permit struct {
+	c    *Controller
+	noop bool
+
+	mu      sync.Mutex
+	done    bool
+	release func()
+
+	id, tenant, label, provider, model string
+	minute, windowSecs, windowStart    int64
+	est                                int64
+	tpm                                []limit.Debit // charged TPM debits
+	hold                               spend.Hold
+	advice                             Advice
+}
+
+// ID is the attempt's ledger id.
+func (p *Permit) ID() string { return p.id }
+
+// Advice returns the advisory counter captured at admission: the selected
+// counter (RPM, then TPM, then daily), its remaining after this request,
+// and the seconds to its reset.
+func (p *Permit) Advice() (limit, remaining, reset int, ok bool) {
+	if p == nil || !p.advice.OK {
+		return 0, 0, 0, false
+	}
+	return int(p.advice.Limit), int(p.advice.Remaining), int(p.advice.Reset), true
+}
+
+// Reserved is the nano-USD the attempt holds now.
+func (p *Permit) Reserved() int64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.hold.Held
+}
+
+// finish runs f once, then releases the slot.
+func (p *Permit) finish(f func()) {
+	if p == nil || p.noop {
+		return
+	}
+	p.mu.Lock()
+	if p.done {
+		p.mu.Unlock()
+		return
+	}
+	p.done = true
+	f()
+	rel := p.release
+	p.mu.Unlock()
+	if rel != nil {
+		rel()
+	}
+}
+
+func (p *Permit) settle(st *store.Settlement) bool {
+	st.Now, st.ID, st.Tenant, st.Provider = p.c.clk.Now(), p.id, p.tenant, p.provider
+	st.Minute, st.WindowSecs, st.WindowStart = p.minute, p.windowSecs, p.windowStart
+	ctx, cancel := context.WithTimeout(context.Background(), settleTimeout)
+	defer cancel()
+	if err := p.c.st.Settle(ctx, st); err != nil {
+		// The store applied nothing: the reservation stays, as for an
+		// uncertain outcome.
+		p.c.m.settleErr.Inc()
+		return false
+	}
+	return true
+}
+
+// Settle ends the attempt with a terminal response's explicit usage: the
+// TPM estimate is replaced by the actual tokens and the spend reservation
+// by the cost (the provider's bill when reported, else the catalog's,
+// never below a partial bill seen before). An unpriced hold with no
+// stated cost stays held.
+func (p *Permit) Settle(u Usage) {
+	p.finish(func() {
+		actual := u.Tokens()
+		st := &store.Settlement{TokenDelta: actual - p.est, Final: true,
+			Tokens: &store.Tokens{Input: u.Input, Output: u.Output, CacheRead: u.CacheRead, CacheWrite: u.CacheWrite, Reasoning: u.Reasoning}}
+		for _, d := range p.tpm {
+			st.Adjust = append(st.Adjust, limit.Debit{Key: d.Key, Group: d.Group, Rate: d.Rate, Cost: actual - d.Cost})
+		}
+		held := p.hold.Held
+		charge, resolved := p.hold.Settle(u)
+		if resolved {
+			st.ReservedDelta, st.SettledDelta, st.State, st.Held, st.Cost = -held, charge, store.StateSettled, 0, charge
+		} else {
+			st.State, st.Held = store.StateUnpriced, held
+		}
+		if p.settle(st) && resolved {
+			p.hold.Held = 0
+			p.moved(held, charge)
+		}
+	})
+}
+
+// Keep ends an attempt whose outcome is uncertain (a transport error after
+// the send, a cancellation, an abandoned stream): the reservation stays in
+// its window and the TPM estimate stands.
+func (p *Permit) Keep() {
+	p.finish(func() {
+		p.settle(&store.Settlement{State: store.StateKept, Held: p.hold.Held})
+	})
+}
+
+// Fail ends an attempt that got a definite upstream error before any
+// generation (an HTTP error status without usage): the reservation is
+// released down to any partial bill reported earlier (zero otherwise),
+// since providers do not bill refused requests; the TPM estimate stands.
+// When the error body did report usage or a bill, call Settle instead.
+func (p *Permit) Fail() {
+	p.finish(func() {
+		held := p.hold.Held
+		charge := p.hold.Fail()
+		if p.settle(&store.Settlement{ReservedDelta: -held, SettledDelta: charge, State: store.StateFailed,
+			Cost: charge, Final: true}) {
+			p.hold.Held = 0
+			p.moved(held, charge)
+		}
+	})
+}
+
+// Partial takes a non-terminal usage snapshot (e.g. a stream's running
+// usage): it may raise the reservation, never lower it. It does not end
+// the attempt.
+func (p *Permit) Partial(u Usage) {
+	if p == nil || p.noop {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.done {
+		return
+	}
+	before := p.hold
+	raise := p.hold.Partial(u)
+	if raise == 0 {
+		return
+	}
+	if !p.settle(&store.Settlement{ReservedDelta: raise, State: store.StateOpen, Held: p.hold.Held}) {
+		p.hold = before
+		return
+	}
+	p.c.m.reserved.WithLabelValues(p.label, p.provider).Add(float64(raise))
+}
+
+// moved records a reservation replaced by a settled amount.
+func (p *Permit) moved(held, charge int64) {
+	if held != 0 {
+		p.c.m.reserved.WithLabelValues(p.label, p.provider).Sub(float64(held))
+	}
+	if charge > 0 {
+		p.c.m.settled.WithLabelValues(p.label, p.provider).Add(float64(charge))
+	}
+}

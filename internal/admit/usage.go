@@ -1,0 +1,196 @@
+package admit
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"slices"
+
+	"switchboard/internal/config"
+	"switchboard/internal/limit"
+	"switchboard/internal/spend"
+	"switchboard/internal/store"
+	"switchboard/internal/tenant"
+)
+
+// MaxUsageProviders bounds rate_limits in GET /v1/usage.
+const MaxUsageProviders = 32
+
+// Counter is one counter snapshot: its limit, what remains, and the
+// seconds until it is full again (omitted when it is).
+type Counter struct {
+	Limit     int64 `json:"limit"`
+	Remaining int64 `json:"remaining"`
+	Reset     int64 `json:"reset,omitempty"`
+}
+
+// SpendView is the caller's spend in the current budget window. Amounts
+// are exact decimals of USD (json numbers made from integers) and the
+// nano-USD integers they come from.
+type SpendView struct {
+	WindowSecs    int64        `json:"window_secs"`
+	WindowStart   int64        `json:"window_start"`
+	WindowEnd     int64        `json:"window_end"`
+	ReservedUSD   json.Number  `json:"reserved_usd"`
+	SettledUSD    json.Number  `json:"settled_usd"`
+	BudgetUSD     *json.Number `json:"budget_usd,omitempty"`
+	RemainingUSD  *json.Number `json:"remaining_usd,omitempty"`
+	ReservedNano  int64        `json:"reserved_nano_usd"`
+	SettledNano   int64        `json:"settled_nano_usd"`
+	BudgetNano    *int64       `json:"budget_nano_usd,omitempty"`
+	RemainingNano *int64       `json:"remaining_nano_usd,omitempty"`
+}
+
+// UsageView is the body of GET /v1/usage for the authenticated caller.
+type UsageView struct {
+	Object string `json:"object"`
+	// Tenant is the caller's tenant ("" for the anonymous token or no
+	// auth).
+	Tenant string `json:"tenant,omitempty"`
+	// RateLimits maps at most 32 providers with a limit to their bucket
+	// (RPM, else TPM).
+	RateLimits map[string]Counter `json:"rate_limits"`
+	// Limits are the caller's own counters: rpm, tpm, daily_requests.
+	Limits map[string]Counter `json:"limits,omitempty"`
+	// RequestsToday and TokensToday cover the rolling 24 h; tokens are
+	// estimates until their attempts settle.
+	RequestsToday int64      `json:"requests_today"`
+	TokensToday   int64      `json:"tokens_today"`
+	Spend         *SpendView `json:"spend"`
+}
+
+func counterOf(sn limit.Snapshot) Counter {
+	c := Counter{Limit: sn.Limit, Remaining: sn.Remaining}
+	if sn.Reset > 0 {
+		c.Reset = resetSecs(sn.Reset, 86400)
+	}
+	return c
+}
+
+func usd(nano int64) *json.Number {
+	n := json.Number(spend.FormatUSD(nano))
+	return &n
+}
+
+// Usage reads where the caller stands. It never reserves or debits.
+func (c *Controller) Usage(ctx context.Context, id *tenant.Identity) (*UsageView, error) {
+	s := c.snap.Load()
+	now := c.clk.Now()
+	v := &UsageView{Object: "usage", Tenant: tenantOf(id), RateLimits: map[string]Counter{}}
+	if s == nil {
+		return v, nil
+	}
+	// Provider buckets, by name, at most 32.
+	names := make([]string, 0, len(s.providers))
+	for n, p := range s.providers {
+		if p.rates.rpm.Limited() || p.rates.tpm.Limited() {
+			names = append(names, n)
+		}
+	}
+	slices.Sort(names)
+	names = names[:min(len(names), MaxUsageProviders)]
+	var ds []limit.Debit
+	for _, n := range names {
+		p := s.providers[n]
+		if p.rates.rpm.Limited() {
+			ds = append(ds, limit.Debit{Key: "p:" + n + ":rpm", Group: groupOf(n), Rate: p.rates.rpm})
+		} else {
+			ds = append(ds, limit.Debit{Key: "p:" + n + ":tpm", Group: groupOf(n), Rate: p.rates.tpm})
+		}
+	}
+	t := tenantOf(id)
+	var own []string
+	if id != nil && t != "" {
+		for _, x := range []struct {
+			name string
+			v    *int64
+		}{{"rpm", id.RPM}, {"tpm", id.TPM}} {
+			if x.v != nil {
+				ds = append(ds, limit.Debit{Key: "t:" + t + ":" + x.name, Rate: rateOf(x.v)})
+				own = append(own, x.name)
+			}
+		}
+	}
+	snaps, err := c.st.Peek(ctx, now, ds)
+	if err != nil {
+		return nil, err
+	}
+	for i, n := range names {
+		v.RateLimits[n] = counterOf(snaps[i])
+	}
+	if len(own) > 0 {
+		v.Limits = map[string]Counter{}
+		for i, n := range own {
+			v.Limits[n] = counterOf(snaps[len(names)+i])
+		}
+	}
+
+	win := int64(config.DefaultBudgetWindowSecs)
+	if id != nil && id.BudgetWindowSecs > 0 {
+		win = id.BudgetWindowSecs
+	}
+	r, err := c.st.Usage(ctx, store.UsageQuery{Now: now, Tenant: t, WindowSecs: win})
+	if err != nil {
+		return nil, err
+	}
+	v.RequestsToday, v.TokensToday = r.Requests, r.Tokens
+	if id != nil && id.DailyRequests != nil {
+		if v.Limits == nil {
+			v.Limits = map[string]Counter{}
+		}
+		dc := Counter{Limit: *id.DailyRequests, Remaining: max(*id.DailyRequests-r.Requests, 0)}
+		if r.Requests > 0 {
+			dc.Reset = resetSecs(store.DailyExpiry(r.OldestMinute).Sub(now), 86400)
+		}
+		v.Limits["daily_requests"] = dc
+	}
+	sv := &SpendView{WindowSecs: win, WindowStart: r.WindowStart, WindowEnd: r.WindowEnd,
+		ReservedUSD: *usd(r.Reserved), SettledUSD: *usd(r.Settled), ReservedNano: r.Reserved, SettledNano: r.Settled}
+	if id.Budgeted() {
+		b := *id.BudgetNano
+		rem := max(b-r.Reserved-r.Settled, 0)
+		sv.BudgetNano, sv.RemainingNano, sv.BudgetUSD, sv.RemainingUSD = &b, &rem, usd(b), usd(rem)
+	}
+	v.Spend = sv
+	return v, nil
+}
+
+// CostUSD prices a response's usage for usage.cost_usd: the provider's
+// bill when reported, else the catalog's price; nil (never 0) when the
+// model's price is unknown.
+func (c *Controller) CostUSD(provider, model string, u Usage) *float64 {
+	var nano int64
+	if u.CostNanoUSD != nil {
+		nano = *u.CostNanoUSD
+	} else {
+		cat := spend.Builtin()
+		if s := c.snap.Load(); s != nil {
+			cat = s.catalog
+		}
+		e, ok := cat.Lookup(provider, model)
+		if !ok {
+			return nil
+		}
+		n, priced := e.Cost(u, false)
+		if !priced {
+			return nil
+		}
+		nano = n
+	}
+	f := spend.USD(nano)
+	return &f
+}
+
+// Prices lists the effective price table of the current config.
+func (c *Controller) Prices() []spend.Row {
+	if s := c.snap.Load(); s != nil {
+		return s.catalog.Rows()
+	}
+	return spend.Builtin().Rows()
+}
+
+// WritePrices prints the effective price table of cfg (nil: the built-in
+// catalog), for `switchboard prices`.
+func WritePrices(w io.Writer, cfg *config.Config) error {
+	return spend.New(cfg).WriteTable(w)
+}
