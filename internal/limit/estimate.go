@@ -1,10 +1,7 @@
 package limit
 
 import (
-	"bytes"
-	"encoding/json"
 	"strconv"
-	"unicode/utf8"
 
 	"github.com/tidwall/gjson"
 )
@@ -57,19 +54,14 @@ type Estimate struct {
 	Total int64
 }
 
-// outputFields are the recognized output limits in precedence order.
-var outputFields = []string{
-	"max_completion_tokens", "max_tokens", "max_output_tokens",
-	"generationConfig.maxOutputTokens", "generationConfig.max_output_tokens",
-	"generation_config.max_output_tokens", "generation_config.maxOutputTokens",
-}
-
-// candidateFields multiply the output allowance; the largest applies.
-var candidateFields = []string{
-	"n", "best_of", "bestOf", "candidate_count",
-	"generationConfig.candidateCount", "generationConfig.candidate_count",
-	"generation_config.candidate_count", "generation_config.candidateCount",
-}
+// Recognized output limits in precedence order, at the top level and in
+// Gemini's generation config (either spelling of either).
+var (
+	outputKeys    = []string{"max_completion_tokens", "max_tokens", "max_output_tokens"}
+	genOutputKeys = []string{"maxOutputTokens", "max_output_tokens"}
+	candidateKeys = map[string]bool{"n": true, "best_of": true, "bestOf": true, "candidate_count": true}
+	genCandKeys   = map[string]bool{"candidateCount": true, "candidate_count": true}
+)
 
 // UnsignedInt reads a JSON value as an unsigned integer written in digits
 // only: "100" (a string), 100.0, 1e3 and -1 are not.
@@ -89,51 +81,128 @@ func UnsignedInt(r gjson.Result) (int64, bool) {
 // present reports whether a field exists with a non-null value.
 func present(r gjson.Result) bool { return r.Exists() && r.Type != gjson.Null }
 
+// Limits are the output limit and candidate count a body states.
+type Limits struct {
+	// Output is the first unsigned integer among max_completion_tokens,
+	// max_tokens, max_output_tokens and generationConfig.maxOutputTokens;
+	// HasOutput is false when none is given (or all are null).
+	Output    int64
+	HasOutput bool
+	// Candidates is the largest of n, best_of, bestOf, candidate_count and
+	// generationConfig.candidateCount, at least 1.
+	Candidates int64
+	// OutputMaxed and CandidatesMaxed are set when such a field holds
+	// something other than an unsigned integer or null: the estimate is
+	// then the maximum.
+	OutputMaxed, CandidatesMaxed bool
+}
+
+// Maxed reports whether any recognized field forces the maximum estimate.
+func (l Limits) Maxed() bool { return l.OutputMaxed || l.CandidatesMaxed }
+
+// ReadLimits reads a body's output limit and candidate count in one pass
+// over its top-level fields.
+func ReadLimits(body []byte) Limits {
+	l := Limits{Candidates: 1}
+	var outs [4]gjson.Result // by precedence: the three keys, then the generation config's
+	cand := func(v gjson.Result) {
+		if !present(v) {
+			return
+		}
+		n, ok := UnsignedInt(v)
+		if !ok {
+			l.CandidatesMaxed = true
+			return
+		}
+		l.Candidates = max(l.Candidates, n)
+	}
+	gjson.ParseBytes(body).ForEach(func(k, v gjson.Result) bool {
+		key := k.String()
+		switch {
+		case candidateKeys[key]:
+			cand(v)
+		case key == "generationConfig" || key == "generation_config":
+			v.ForEach(func(gk, gv gjson.Result) bool {
+				switch n := gk.String(); {
+				case genCandKeys[n]:
+					cand(gv)
+				case n == genOutputKeys[0] || n == genOutputKeys[1]:
+					if present(gv) {
+						outs[3] = gv
+					}
+				}
+				return true
+			})
+		default:
+			for i, ok := range outputKeys {
+				if key == ok {
+					outs[i] = v
+				}
+			}
+		}
+		return true
+	})
+	for _, r := range outs {
+		if !present(r) {
+			continue
+		}
+		v, ok := UnsignedInt(r)
+		if !ok {
+			l.OutputMaxed = true
+			continue
+		}
+		if !l.HasOutput {
+			l.Output, l.HasOutput = v, true
+		}
+	}
+	return l
+}
+
 // OutputLimit resolves the request's own output limit: the first numeric
 // field in precedence order; ok false when none is given; max true when a
 // recognized field holds anything but an unsigned integer (or null).
 func OutputLimit(body []byte) (limit int64, ok, maxed bool) {
-	found := false
-	for _, r := range gjson.GetManyBytes(body, outputFields...) {
-		if !present(r) {
-			continue
-		}
-		v, isInt := UnsignedInt(r)
-		if !isInt {
-			return 0, false, true
-		}
-		if !found {
-			limit, found = v, true
-		}
+	l := ReadLimits(body)
+	if l.OutputMaxed {
+		return 0, false, true
 	}
-	return limit, found, false
+	return l.Output, l.HasOutput, false
 }
 
 // Candidates returns the generated candidate count (at least 1); max is
-// true when a candidate field is not an unsigned integer.
+// true when a recognized field is not an unsigned integer.
 func Candidates(body []byte) (n int64, maxed bool) {
-	n = 1
-	for _, r := range gjson.GetManyBytes(body, candidateFields...) {
-		if !present(r) {
-			continue
-		}
-		v, isInt := UnsignedInt(r)
-		if !isInt {
-			return 1, true
-		}
-		n = max(n, v)
-	}
-	return n, false
+	l := ReadLimits(body)
+	return l.Candidates, l.CandidatesMaxed
 }
 
-// InputChars counts the characters of the body's compact serialization
-// (the body as is when it is not valid JSON).
+// InputChars counts the characters (runes) of the body's compact
+// serialization: whitespace outside strings does not count.
 func InputChars(body []byte) int64 {
-	var buf bytes.Buffer
-	if err := json.Compact(&buf, body); err == nil {
-		body = buf.Bytes()
+	var n int64
+	in, esc := false, false
+	for _, c := range body {
+		if c&0xC0 == 0x80 {
+			continue // a UTF-8 continuation byte: same character
+		}
+		switch {
+		case in:
+			switch {
+			case esc:
+				esc = false
+			case c == '\\':
+				esc = true
+			case c == '"':
+				in = false
+			}
+		case c == '"':
+			in = true
+		case c == ' ' || c == '\t' || c == '\n' || c == '\r':
+			continue
+		}
+		n++
 	}
-	return int64(utf8.RuneCount(body))
+	return n
 }
 
 // EstimateTokens is the TPM estimate of the final provider-native body:
@@ -150,12 +219,12 @@ func EstimateTokens(body []byte, t Target) Estimate {
 		e.Total = e.Input
 		return e
 	}
-	lim, ok, maxed := OutputLimit(body)
-	n, nMax := Candidates(body)
-	if maxed || nMax {
+	l := ReadLimits(body)
+	if l.Maxed() {
 		e.Max, e.Total = true, MaxEstimate
 		return e
 	}
+	lim, ok, n := l.Output, l.HasOutput, l.Candidates
 	switch {
 	case ok:
 	case t.Type == "anthropic":

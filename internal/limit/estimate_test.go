@@ -79,7 +79,8 @@ func TestInputChars(t *testing.T) {
 		{`{}`, 2, 1},
 		{"{ \"a\" :\n  \"b\" }", 9, 3}, // compacted to {"a":"b"}
 		{`{"x":"héllo"}`, 13, 4},       // characters, not bytes
-		{`not json  `, 10, 3},          // counted as is
+		{`not json  `, 7, 2},           // whitespace outside strings never counts
+		{`{"a":" b\" c "}`, 15, 4},     // inside strings it does, escapes included
 		{`{"content":"` + strings.Repeat("a", 4000) + `"}`, 4014, 1004},
 	}
 	for _, tt := range tests {

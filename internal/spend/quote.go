@@ -106,9 +106,9 @@ func (c *Catalog) Quote(r Request) Quote {
 	}
 
 	if r.Endpoint != "embeddings" {
-		lim, has, maxed := limit.OutputLimit(r.Body)
-		n, nMax := limit.Candidates(r.Body)
-		if nMax {
+		l := limit.ReadLimits(r.Body)
+		lim, has, maxed, n := l.Output, l.HasOutput, l.OutputMaxed, l.Candidates
+		if l.CandidatesMaxed {
 			return unpriced(q, "the candidate count is not an integer")
 		}
 		if n > 1 && !multiCandidate(r) {
