@@ -47,7 +47,15 @@ func (s *Server) relay(w http.ResponseWriter, r *http.Request, res *proxy.Result
 	}
 	err := s.pump(sw, res, tail, st)
 	s.finishStream(r.Context(), rt, res, st)
-	if err == nil || errors.Is(err, errClientGone) {
+	if errors.Is(err, errClientGone) {
+		return
+	}
+	if err == nil {
+		// A translated stream that reported an error event, or a server
+		// that omits it, ends without [DONE]: send it so clients stop.
+		if st != nil && !st.Clean && (proto == track.Chat || proto == track.Completions) {
+			_ = sw.Done()
+		}
 		return
 	}
 	s.Log.WarnContext(r.Context(), "stream failed after the first byte", "provider", res.Candidate.Provider, "error", err.Error())

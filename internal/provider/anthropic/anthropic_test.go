@@ -274,7 +274,8 @@ func TestStreamCloseAndCancel(t *testing.T) {
 	_, p := newUpstream(t, func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/event-stream")
 		io.WriteString(w, ev("message_start", `{"type":"message_start","message":{"id":"m","type":"message","role":"assistant","content":[],"model":"x","usage":{}}}`)+
-			ev("content_block_start", `{"type":"content_block_start","index":0,"content_block":{"type":"text","text":"Hi"}}`))
+			ev("content_block_start", `{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}`)+
+			ev("content_block_delta", `{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"Hi"}}`))
 		w.(http.Flusher).Flush()
 		<-r.Context().Done() // an upstream that never ends
 	})
