@@ -22,6 +22,25 @@ var geminiThinkingBudget = map[string]int64{"none": 0, "minimal": 0, "low": 1024
 // next request, as Gemini requires for multi-turn function calling.
 const thoughtSep = "__thought__"
 
+// A signature is standard base64. It rides in the id in the URL-safe
+// alphabet without padding, so that the id stays within what other
+// providers accept as a tool call id (Anthropic: ^[a-zA-Z0-9_-]+$) when the
+// conversation continues elsewhere, and is restored when it comes back.
+var (
+	sigToID   = strings.NewReplacer("+", "-", "/", "_")
+	sigFromID = strings.NewReplacer("-", "+", "_", "/")
+)
+
+func signatureToID(sig string) string { return strings.TrimRight(sigToID.Replace(sig), "=") }
+
+func signatureFromID(s string) string {
+	s = sigFromID.Replace(s)
+	if n := len(s) % 4; n != 0 {
+		s += strings.Repeat("=", 4-n)
+	}
+	return s
+}
+
 // skipSignature is Gemini's documented placeholder for function calls
 // that carry no signature (history written by another provider).
 const skipSignature = "skip_thought_signature_validator"
@@ -241,7 +260,7 @@ func geminiContents(msgs []openai.Message, out *gemini.Request) error {
 				names[tc.ID] = tc.Function.Name
 				p := gemini.Part{FunctionCall: &gemini.FunctionCall{Name: tc.Function.Name, Args: args}}
 				if _, sig, ok := strings.Cut(tc.ID, thoughtSep); ok {
-					p.ThoughtSignature = sig
+					p.ThoughtSignature = signatureFromID(sig)
 				} else if j == 0 {
 					p.ThoughtSignature = skipSignature
 				}
@@ -402,7 +421,7 @@ func (t *OpenAIGemini) toolCallID(p gemini.Part, respID string, cand, n int) str
 		id = fmt.Sprintf("call_%s_%d_%d", base, cand, n)
 	}
 	if p.ThoughtSignature != "" {
-		id += thoughtSep + p.ThoughtSignature
+		id += thoughtSep + signatureToID(p.ThoughtSignature)
 	}
 	return id
 }
