@@ -147,6 +147,7 @@ type harness struct {
 	pprof   string
 	targets []*target
 	report  *Report
+	started time.Time
 }
 
 func runMain(args []string) int {
@@ -203,6 +204,7 @@ func Run(o Options) (*Report, error) {
 	}
 	defer os.RemoveAll(h.tmp)
 	start := time.Now()
+	h.started = start
 	soft, hard, _ := raiseNofile(1 << 20)
 	h.report = &Report{Date: time.Now().UTC().Format("2006-01-02 15:04 MST"), CPUs: runtime.NumCPU(),
 		GoVersion: runtime.Version(), Kernel: kernel(), CPUModel: cpuModel(), Smoke: o.Smoke, Nofile: soft, NofileHard: hard,

@@ -7,6 +7,8 @@
 //	bench upstream --listen ADDR          the fake OpenAI-compatible upstream
 //	bench baseline --listen ADDR --upstream URL
 //	bench loadgen                         the load generator (jobs on stdin)
+//	bench report [--md] latest.json       re-render a saved run
+//	bench compare a.json b.json ...       medians of the targets over runs
 //
 // Every part runs in its own process so that each one's CPU time and RSS
 // can be read from /proc. ./scripts/bench builds everything and runs it;
@@ -41,8 +43,12 @@ func dispatch(args []string) int {
 		return baselineMain(args)
 	case "loadgen":
 		return loadgenMain(args)
+	case "report":
+		return reportMain(args)
+	case "compare":
+		return compareMain(args)
 	}
-	fmt.Fprintf(os.Stderr, "bench: unknown command %q (run, upstream, baseline, loadgen)\n", cmd)
+	fmt.Fprintf(os.Stderr, "bench: unknown command %q (run, upstream, baseline, loadgen, report, compare)\n", cmd)
 	return 2
 }
 

@@ -7,6 +7,8 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -127,7 +129,7 @@ func checks(r *Report) []Check {
 			g, b := m.Targets["gateway"], m.Targets["baseline"]
 			v := ratio(g.RPS, b.RPS)
 			out = append(out, Check{Name: "closed-loop throughput vs baseline", Mode: m.Name, Want: ">= 0.80",
-				Value: v, Pass: v >= 0.8, Detail: fmt.Sprintf("gateway %.0f rps, baseline %.0f rps", g.RPS, b.RPS)})
+				Value: v, Detail: fmt.Sprintf("gateway %.0f rps, baseline %.0f rps", g.RPS, b.RPS)})
 		}
 	}
 	if m := r.mode("open-lo"); m != nil {
@@ -139,7 +141,7 @@ func checks(r *Report) []Check {
 			ga, ba := q.f(g.Latency)-q.f(d.Latency), q.f(b.Latency)-q.f(d.Latency)
 			v := addedRatio(ga, ba)
 			out = append(out, Check{Name: "added latency " + q.name + " vs baseline's", Mode: m.Name, Want: "<= 1.25",
-				Value: v, Pass: v <= 1.25, Detail: fmt.Sprintf("gateway +%.3f ms, baseline +%.3f ms over direct", ga, ba)})
+				Value: v, Detail: fmt.Sprintf("gateway +%.3f ms, baseline +%.3f ms over direct", ga, ba)})
 		}
 	}
 	for _, role := range []string{"stream-open", "streams"} {
@@ -148,25 +150,30 @@ func checks(r *Report) []Check {
 			continue
 		}
 		d, g, b := m.Targets["direct"], m.Targets["gateway"], m.Targets["baseline"]
+		// Time to first byte is an overhead figure: it is judged in the
+		// open-loop mode; 1,000 streams on two cores measure capacity.
 		for _, q := range []struct {
 			name string
 			f    func(Pcts) float64
 		}{{"p50", func(p Pcts) float64 { return p.P50 }}, {"p99", func(p Pcts) float64 { return p.P99 }}} {
+			if role != "stream-open" {
+				break
+			}
 			ga, ba := q.f(g.TTFB)-q.f(d.TTFB), q.f(b.TTFB)-q.f(d.TTFB)
 			v := addedRatio(ga, ba)
 			out = append(out, Check{Name: "stream TTFB added " + q.name + " vs baseline's", Mode: m.Name, Want: "<= 1.50",
-				Value: v, Pass: v <= 1.5, Detail: fmt.Sprintf("gateway +%.3f ms, baseline +%.3f ms over direct", ga, ba)})
+				Value: v, Detail: fmt.Sprintf("gateway +%.3f ms, baseline +%.3f ms over direct", ga, ba)})
 		}
 		v := g.GapAdded.P99 - d.GapAdded.P99
 		out = append(out, Check{Name: "inter-chunk delay added p99 (gateway - direct)", Mode: m.Name, Want: "<= 1 ms",
-			Value: v, Pass: v <= 1, Detail: fmt.Sprintf("p99 gateway %.3f ms, baseline %.3f ms, direct %.3f ms",
+			Value: v, Detail: fmt.Sprintf("p99 gateway %.3f ms, baseline %.3f ms, direct %.3f ms",
 				g.GapAdded.P99, b.GapAdded.P99, d.GapAdded.P99)})
 	}
 	for _, role := range []string{"closed-hi", "streams", "streams-big"} {
 		if m := r.mode(role); m != nil {
 			g, b := m.Targets["gateway"], m.Targets["baseline"]
 			v := ratio(float64(g.ProxyRSSPeakKB), float64(b.ProxyRSSPeakKB))
-			out = append(out, Check{Name: "peak RSS vs baseline", Mode: m.Name, Want: "<= 2.0", Value: v, Pass: v <= 2,
+			out = append(out, Check{Name: "peak RSS vs baseline", Mode: m.Name, Want: "<= 2.0", Value: v,
 				Detail: fmt.Sprintf("gateway %.1f MB, baseline %.1f MB", kbMB(g.ProxyRSSPeakKB), kbMB(b.ProxyRSSPeakKB))})
 		}
 	}
@@ -174,9 +181,12 @@ func checks(r *Report) []Check {
 		if m := r.mode(role); m != nil {
 			g, b := m.Targets["gateway"], m.Targets["baseline"]
 			out = append(out, Check{Name: "RSS per held stream", Mode: m.Name, Want: "<= 32 KB", Value: g.PerStreamKB,
-				Pass: g.PerStreamKB <= 32, Detail: fmt.Sprintf("gateway %.1f KB, baseline %.1f KB (peak minus idle over %d open streams)",
+				Detail: fmt.Sprintf("gateway %.1f KB, baseline %.1f KB (peak minus idle over %d open streams)",
 					g.PerStreamKB, b.PerStreamKB, g.PeakOpen)})
 		}
+	}
+	for i := range out {
+		out[i].Pass = judge(out[i].Want, out[i].Value)
 	}
 	return out
 }
@@ -338,6 +348,13 @@ func (h *harness) write() error {
 	if err := os.WriteFile(filepath.Join(h.o.Out, "latest.json"), b, 0o644); err != nil {
 		return err
 	}
+	// Every full run is kept too, for `bench compare` over several runs.
+	if !r.Smoke && len(h.o.Only) == 0 {
+		name := "run-" + h.started.UTC().Format("20060102-150405") + ".json"
+		if err := os.WriteFile(filepath.Join(h.o.Out, name), b, 0o644); err != nil {
+			return err
+		}
+	}
 	var md strings.Builder
 	writeMarkdown(&md, r)
 	if err := os.WriteFile(filepath.Join(h.o.Out, "latest.md"), []byte(md.String()), 0o644); err != nil {
@@ -346,4 +363,101 @@ func (h *harness) write() error {
 	writeText(h.o.Table, r)
 	fmt.Fprintf(h.o.Table, "\nwrote %s and %s\n", filepath.Join(h.o.Out, "latest.json"), filepath.Join(h.o.Out, "latest.md"))
 	return nil
+}
+
+// reportMain re-renders a saved latest.json (checks recomputed) as the
+// terminal table or, with --md, as Markdown.
+func reportMain(args []string) int {
+	md := len(args) > 0 && args[0] == "--md"
+	if md {
+		args = args[1:]
+	}
+	if len(args) != 1 {
+		logf("usage: bench report [--md] latest.json")
+		return 2
+	}
+	b, err := os.ReadFile(args[0])
+	if err != nil {
+		logf("%v", err)
+		return 1
+	}
+	var r Report
+	if err := json.Unmarshal(b, &r); err != nil {
+		logf("%s: %v", args[0], err)
+		return 1
+	}
+	r.Checks = checks(&r)
+	if md {
+		writeMarkdown(os.Stdout, &r)
+	} else {
+		writeText(os.Stdout, &r)
+	}
+	return 0
+}
+
+// judge decides a check from its Want (">= x" or "<= x", unit ignored).
+func judge(want string, v float64) bool {
+	f := strings.Fields(want)
+	if len(f) < 2 {
+		return false
+	}
+	lim, err := strconv.ParseFloat(f[1], 64)
+	if err != nil {
+		return false
+	}
+	if f[0] == ">=" {
+		return v >= lim
+	}
+	return v <= lim
+}
+
+// compareMain summarises several saved runs: each target's median over
+// the runs, then every run's value, so that claims rest on more than one
+// run of a noisy machine.
+func compareMain(args []string) int {
+	if len(args) < 2 {
+		logf("usage: bench compare run1.json run2.json [...]")
+		return 2
+	}
+	type key struct{ name, mode string }
+	var order []key
+	vals := map[key][]float64{}
+	want := map[key]string{}
+	for _, path := range args {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			logf("%v", err)
+			return 1
+		}
+		var r Report
+		if err := json.Unmarshal(b, &r); err != nil {
+			logf("%s: %v", path, err)
+			return 1
+		}
+		for _, c := range checks(&r) {
+			k := key{c.Name, c.Mode}
+			if _, ok := vals[k]; !ok {
+				order = append(order, k)
+			}
+			vals[k] = append(vals[k], c.Value)
+			want[k] = c.Want
+		}
+	}
+	fmt.Printf("| | target | mode | wanted | median of %d runs | each run |\n|---|---|---|---|---:|---|\n", len(args))
+	for _, k := range order {
+		v := vals[k]
+		s := slices.Clone(v)
+		slices.Sort(s)
+		med := s[len(s)/2]
+		if len(s)%2 == 0 {
+			med = (s[len(s)/2-1] + s[len(s)/2]) / 2
+		}
+		each := make([]string, len(v))
+		for i, x := range v {
+			each[i] = fnum(x)
+		}
+		fmt.Printf("| %s | %s | %s | %s | %s | %s |\n", map[bool]string{true: "ok", false: "**MISS**"}[judge(want[k], med)],
+			k.name, k.mode, want[k], fnum(med), strings.Join(each, ", "))
+	}
+	return 0
 }
