@@ -5,12 +5,9 @@
 package anthropic
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"net/http"
-	"strings"
-	"sync/atomic"
 
 	"github.com/tidwall/gjson"
 
@@ -22,43 +19,12 @@ import (
 )
 
 // Provider is one Anthropic upstream.
-type Provider struct {
-	name    string
-	base    string
-	keys    []string
-	headers http.Header
-	client  *http.Client
-	next    atomic.Uint64
-}
+type Provider struct{ *provider.Upstream }
 
 // New builds the provider from its config; client is the shared upstream
 // client. base_url is the API root including /v1.
 func New(c *config.Provider, client *http.Client) *Provider {
-	p := &Provider{
-		name:    c.Name,
-		base:    strings.TrimRight(c.BaseURL, "/"),
-		keys:    c.Keys(),
-		headers: make(http.Header, len(c.Headers)),
-		client:  client,
-	}
-	for k, v := range c.Headers {
-		p.headers.Set(k, v)
-	}
-	return p
-}
-
-// key picks the key for one request, rotating through api_keys in order.
-func (p *Provider) key(req *provider.Request) string {
-	if req.APIKey != "" {
-		return req.APIKey
-	}
-	switch len(p.keys) {
-	case 0:
-		return ""
-	case 1:
-		return p.keys[0]
-	}
-	return p.keys[(p.next.Add(1)-1)%uint64(len(p.keys))]
+	return &Provider{provider.NewUpstream(c, client)}
 }
 
 // Send performs one attempt.
@@ -69,7 +35,7 @@ func (p *Provider) Send(ctx context.Context, req *provider.Request) (*provider.R
 	case provider.Messages:
 		return p.passthrough(ctx, req)
 	}
-	msg := "provider " + p.name + " (type anthropic) cannot serve /v1/" + string(req.Endpoint)
+	msg := "provider " + p.Name + " (type anthropic) cannot serve /v1/" + string(req.Endpoint)
 	return nil, provider.StatusError(http.StatusBadRequest, nil,
 		translate.OpenAIError(http.StatusBadRequest, msg, "", "unsupported_endpoint"))
 }
@@ -77,35 +43,19 @@ func (p *Provider) Send(ctx context.Context, req *provider.Request) (*provider.R
 // post sends body to /messages. A non-2xx answer is returned with its body
 // read, for the caller to reshape.
 func (p *Provider) post(ctx context.Context, req *provider.Request, body []byte) (*http.Response, []byte, error) {
-	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, p.base+"/messages", bytes.NewReader(body))
+	hr, err := p.NewRequest(ctx, p.Base+"/messages", req, body)
 	if err != nil {
-		return nil, nil, &provider.Error{Kind: provider.KindTransport, Msg: "bad upstream url", Err: err}
+		return nil, nil, err
 	}
-	h := hr.Header
-	for k, v := range p.headers {
-		h[k] = v
+	if hr.Header.Get("anthropic-version") == "" {
+		hr.Header.Set("anthropic-version", api.Version)
 	}
-	for k, v := range req.Header {
-		h[k] = v
+	if k := p.Key(req); k != "" {
+		hr.Header.Set("X-Api-Key", k)
 	}
-	// The client's own credentials are for the gateway, never upstream.
-	h.Del("Authorization")
-	h.Set("Content-Type", "application/json")
-	if req.Stream {
-		h.Set("Accept", "text/event-stream")
-	} else {
-		h.Set("Accept", "application/json")
-	}
-	if h.Get("anthropic-version") == "" {
-		h.Set("anthropic-version", api.Version)
-	}
-	h.Del("x-api-key")
-	if k := p.key(req); k != "" {
-		h.Set("x-api-key", k)
-	}
-	resp, err := p.client.Do(hr)
+	resp, err := p.Do(ctx, hr)
 	if err != nil {
-		return nil, nil, provider.ClassifyDoError(ctx, err)
+		return nil, nil, err
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		return resp, provider.ReadErrorBody(resp.Body), nil

@@ -121,7 +121,7 @@ func TestKeyRotation(t *testing.T) {
 
 func TestVersionHeaderFromConfig(t *testing.T) {
 	u, p := newUpstream(t, jsonAnswer(200, `{"id":"m","type":"message","content":[],"usage":{}}`))
-	p.headers.Set("anthropic-version", "2099-01-01")
+	p.Header.Set("anthropic-version", "2099-01-01")
 	resp, err := p.Send(context.Background(), &provider.Request{Endpoint: provider.Chat, Body: []byte(chatReq)})
 	if err != nil {
 		t.Fatal(err)

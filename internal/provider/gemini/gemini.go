@@ -4,13 +4,11 @@
 package gemini
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"net/http"
 	"net/url"
 	"strings"
-	"sync/atomic"
 
 	"github.com/tidwall/gjson"
 
@@ -21,49 +19,18 @@ import (
 )
 
 // Provider is one Gemini upstream.
-type Provider struct {
-	name    string
-	base    string
-	keys    []string
-	headers http.Header
-	client  *http.Client
-	next    atomic.Uint64
-}
+type Provider struct{ *provider.Upstream }
 
 // New builds the provider from its config; client is the shared upstream
 // client. base_url is the API root, e.g. .../v1beta.
 func New(c *config.Provider, client *http.Client) *Provider {
-	p := &Provider{
-		name:    c.Name,
-		base:    strings.TrimRight(c.BaseURL, "/"),
-		keys:    c.Keys(),
-		headers: make(http.Header, len(c.Headers)),
-		client:  client,
-	}
-	for k, v := range c.Headers {
-		p.headers.Set(k, v)
-	}
-	return p
-}
-
-// key picks the key for one request, rotating through api_keys in order.
-func (p *Provider) key(req *provider.Request) string {
-	if req.APIKey != "" {
-		return req.APIKey
-	}
-	switch len(p.keys) {
-	case 0:
-		return ""
-	case 1:
-		return p.keys[0]
-	}
-	return p.keys[(p.next.Add(1)-1)%uint64(len(p.keys))]
+	return &Provider{provider.NewUpstream(c, client)}
 }
 
 // Send performs one attempt. Only chat completions can be served.
 func (p *Provider) Send(ctx context.Context, req *provider.Request) (*provider.Response, error) {
 	if req.Endpoint != provider.Chat {
-		msg := "provider " + p.name + " (type gemini) cannot serve /v1/" + string(req.Endpoint)
+		msg := "provider " + p.Name + " (type gemini) cannot serve /v1/" + string(req.Endpoint)
 		return nil, provider.StatusError(http.StatusBadRequest, nil,
 			translate.OpenAIError(http.StatusBadRequest, msg, "", "unsupported_endpoint"))
 	}
@@ -79,38 +46,22 @@ func (p *Provider) Send(ctx context.Context, req *provider.Request) (*provider.R
 	if model == "" {
 		model = t.Model()
 	}
-	u := p.base + "/models/" + url.PathEscape(strings.TrimPrefix(model, "models/"))
+	u := p.Base + "/models/" + url.PathEscape(strings.TrimPrefix(model, "models/"))
 	if req.Stream {
 		u += ":streamGenerateContent?alt=sse"
 	} else {
 		u += ":generateContent"
 	}
-	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, u, bytes.NewReader(t.Body()))
+	hr, err := p.NewRequest(ctx, u, req, t.Body())
 	if err != nil {
-		return nil, &provider.Error{Kind: provider.KindTransport, Msg: "bad upstream url", Err: err}
+		return nil, err
 	}
-	h := hr.Header
-	for k, v := range p.headers {
-		h[k] = v
+	if k := p.Key(req); k != "" {
+		hr.Header.Set("X-Goog-Api-Key", k)
 	}
-	for k, v := range req.Header {
-		h[k] = v
-	}
-	// The client's own credentials are for the gateway, never upstream.
-	h.Del("Authorization")
-	h.Del("x-api-key")
-	h.Set("Content-Type", "application/json")
-	if req.Stream {
-		h.Set("Accept", "text/event-stream")
-	} else {
-		h.Set("Accept", "application/json")
-	}
-	if k := p.key(req); k != "" {
-		h.Set("x-goog-api-key", k)
-	}
-	resp, err := p.client.Do(hr)
+	resp, err := p.Do(ctx, hr)
 	if err != nil {
-		return nil, provider.ClassifyDoError(ctx, err)
+		return nil, err
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		return nil, provider.StatusError(resp.StatusCode, resp.Header, t.Error(resp.StatusCode, provider.ReadErrorBody(resp.Body)))
