@@ -166,7 +166,13 @@ func (c *Controller) Admit(ctx context.Context, ai AttemptInfo) (*Permit, *Refus
 		a.Now = now
 	}
 
-	d, err := c.st.Admit(ctx, a)
+	if ctx.Err() != nil {
+		releaseSlot()
+		return nil, &Refusal{Status: 499, Code: CodeCanceled, Type: "request_canceled", Scope: ScopeRequest,
+			Message: "the request was canceled before its attempt was admitted"}
+	}
+	// Once begun, the decision completes even if the caller leaves.
+	d, err := c.st.Admit(context.WithoutCancel(ctx), a)
 	if err != nil {
 		releaseSlot()
 		c.m.rejected.WithLabelValues(ai.Provider, ReasonOverloaded).Inc()

@@ -194,3 +194,41 @@ func TestHoldRules(t *testing.T) {
 		t.Errorf("Fail = %d, want the partial bill 4", got)
 	}
 }
+
+func TestWithStreamUsage(t *testing.T) {
+	tests := []struct {
+		in, out string
+		added   bool
+	}{
+		{`{"stream":true,"messages":[]}`, `{"stream":true,"messages":[],"stream_options":{"include_usage":true}}`, true},
+		{`{"stream":true,"stream_options":{"include_usage":false}}`, `{"stream":true,"stream_options":{"include_usage":true}}`, true},
+		{`{"stream":true,"stream_options":{"include_usage":true}}`, `{"stream":true,"stream_options":{"include_usage":true}}`, false},
+		{`{"stream":false}`, `{"stream":false}`, false},
+		{`{"messages":[]}`, `{"messages":[]}`, false},
+	}
+	for _, tt := range tests {
+		out, added := WithStreamUsage([]byte(tt.in))
+		if string(out) != tt.out || added != tt.added {
+			t.Errorf("WithStreamUsage(%s) = %s, %v", tt.in, out, added)
+		}
+	}
+}
+
+func TestReportedBill(t *testing.T) {
+	tests := []struct {
+		doc  string
+		want int64 // -1: nil
+	}{
+		{`{"usage":{"prompt_tokens":1,"cost":0.00012}}`, 120_000},
+		{`{"usage":{"cost":0}}`, 0},
+		{`{"usage":{"cost":"0.1"}}`, -1},
+		{`{"usage":{"cost":-1}}`, -1},
+		{`{"usage":{}}`, -1},
+	}
+	for _, tt := range tests {
+		got := ReportedBill([]byte(tt.doc))
+		if (got == nil) != (tt.want < 0) || (got != nil && *got != tt.want) {
+			t.Errorf("ReportedBill(%s) = %v", tt.doc, got)
+		}
+	}
+}

@@ -52,7 +52,7 @@ type ledgerTx interface {
 
 // local is a Store over in-process buckets and a ledger.
 type local struct {
-	buckets *limit.Memory
+	buckets limit.Buckets
 	mu      sync.Mutex // guards the ledger
 	led     ledger
 	closed  bool
@@ -102,6 +102,8 @@ func (s *local) decide(ctx context.Context, a *Admission, d *Decision) (bool, er
 	if err := tx.reclaim(now, reclaimBatch); err != nil {
 		return false, err
 	}
+	// A refusal writes nothing but keeps what reclaim freed.
+	refuse := func() (bool, error) { return false, tx.commit() }
 	reqs, _, oldest, err := tx.daily(a.Tenant, d.Minute-DailyMinutes)
 	if err != nil {
 		return false, err
@@ -114,12 +116,12 @@ func (s *local) decide(ctx context.Context, a *Admission, d *Decision) (bool, er
 			d.Wait = max(DailyExpiry(oldest).Sub(a.Now), time.Second)
 		}
 		d.Daily.Reset, d.Daily.Wait = d.Wait, d.Wait
-		return false, nil
+		return refuse()
 	}
 	d.Recorded = tx.retained() < a.MaxRetained
 	if !d.Recorded && a.Budgeted {
 		d.Refused = RefusedFull
-		return false, nil
+		return refuse()
 	}
 	reserved, settled, err := tx.window(a.Tenant, a.WindowSecs, d.WindowStart)
 	if err != nil {
@@ -135,7 +137,7 @@ func (s *local) decide(ctx context.Context, a *Admission, d *Decision) (bool, er
 			d.Refused = RefusedBudget
 			d.Wait = max(time.Unix(d.WindowStart+a.WindowSecs, 0).Sub(a.Now), time.Second)
 			d.Spent = spent
-			return false, nil
+			return refuse()
 		}
 	}
 	exp := now + int64(Retention/time.Second)

@@ -54,6 +54,37 @@ CREATE TABLE IF NOT EXISTS meta (k TEXT PRIMARY KEY, v TEXT NOT NULL);
 INSERT OR IGNORE INTO meta (k, v) VALUES ('schema', '1');
 `
 
+// The ledger's statements, prepared once at open (parsing SQL dominated
+// an admission).
+const (
+	qReclaim      = `DELETE FROM attempts WHERE id IN (SELECT id FROM attempts WHERE expires_s <= ? LIMIT ?)`
+	qPruneMinutes = `DELETE FROM usage_minutes WHERE (tenant, minute) IN
+		(SELECT tenant, minute FROM usage_minutes WHERE minute <= ? LIMIT ?)`
+	qPruneWindows = `DELETE FROM spend_windows WHERE (tenant, window_secs, window_start) IN
+		(SELECT tenant, window_secs, window_start FROM spend_windows WHERE window_start + window_secs + 172800 < ? LIMIT ?)`
+	qDaily = `SELECT COALESCE(SUM(requests), 0), COALESCE(SUM(tokens), 0), MIN(minute)
+		FROM usage_minutes WHERE tenant = ? AND minute > ?`
+	qWindow = `SELECT reserved_nano, settled_nano FROM spend_windows
+		WHERE tenant = ? AND window_secs = ? AND window_start = ?`
+	qInsert = `INSERT INTO attempts (id, tenant, provider, model, created_ms, minute, est_tokens, budgeted,
+		window_secs, window_start, held_nano, state, expires_s) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	qAddUsage = `INSERT INTO usage_minutes (tenant, minute, requests, tokens) VALUES (?, ?, ?, MAX(?, 0))
+		ON CONFLICT (tenant, minute) DO UPDATE SET requests = requests + excluded.requests,
+		tokens = MAX(tokens + ?, 0)`
+	qAddSpend = `INSERT INTO spend_windows (tenant, window_secs, window_start, reserved_nano, settled_nano)
+		VALUES (?, ?, ?, MAX(?, 0), MAX(?, 0))
+		ON CONFLICT (tenant, window_secs, window_start) DO UPDATE SET
+		reserved_nano = MAX(reserved_nano + ?, 0), settled_nano = MAX(settled_nano + ?, 0)`
+	qUpdate = `UPDATE attempts SET state = ?, held_nano = ?, cost_nano = ?,
+		input_tokens = COALESCE(?, input_tokens), output_tokens = COALESCE(?, output_tokens),
+		cache_read_tokens = COALESCE(?, cache_read_tokens), cache_write_tokens = COALESCE(?, cache_write_tokens),
+		reasoning_tokens = COALESCE(?, reasoning_tokens),
+		expires_s = CASE WHEN ? > 0 THEN ? ELSE expires_s END
+		WHERE id = ?`
+)
+
+var statements = []string{qReclaim, qPruneMinutes, qPruneWindows, qDaily, qWindow, qInsert, qAddUsage, qAddSpend, qUpdate}
+
 // DSN is the connection string of a SQLite file: WAL journal, a busy
 // timeout, NORMAL sync (durable at checkpoints, never corrupt), and write
 // transactions that take the lock at BEGIN.
@@ -81,10 +112,19 @@ func OpenSQLite(path string) (Store, error) {
 		db.Close()
 		return nil, fmt.Errorf("store: init %s: %w", path, err)
 	}
-	l := &sqlLedger{db: db}
+	l := &sqlLedger{db: db, stmts: map[string]*sql.Stmt{}}
 	if err := db.QueryRowContext(ctx, `SELECT COUNT(*) FROM attempts`).Scan(&l.count); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("store: %w", err)
+	}
+	// Prepared before any transaction: the one connection is then free.
+	for _, q := range statements {
+		st, err := db.PrepareContext(ctx, q)
+		if err != nil {
+			db.Close()
+			return nil, fmt.Errorf("store: prepare: %w", err)
+		}
+		l.stmts[q] = st
 	}
 	return newLocal(l), nil
 }
@@ -92,6 +132,18 @@ func OpenSQLite(path string) (Store, error) {
 type sqlLedger struct {
 	db    *sql.DB
 	count int // attempt records; kept in step with commits
+	// stmts are prepared once: parsing SQL dominated an admission.
+	stmts map[string]*sql.Stmt
+	// sweeps counts reclaims; counters are pruned on every 64th.
+	sweeps int
+}
+
+// stmt returns the prepared statement of q.
+func (l *sqlLedger) stmt(q string) (*sql.Stmt, error) {
+	if st, ok := l.stmts[q]; ok {
+		return st, nil
+	}
+	return nil, fmt.Errorf("store: statement not prepared: %.40s", q)
 }
 
 func (l *sqlLedger) begin(ctx context.Context) (ledgerTx, error) {
@@ -113,7 +165,19 @@ type sqlTx struct {
 }
 
 func (t *sqlTx) exec(q string, args ...any) (sql.Result, error) {
-	return t.tx.ExecContext(t.ctx, q, args...)
+	st, err := t.l.stmt(q)
+	if err != nil {
+		return nil, err
+	}
+	return t.tx.StmtContext(t.ctx, st).ExecContext(t.ctx, args...)
+}
+
+func (t *sqlTx) queryRow(q string, args ...any) *sql.Row {
+	st, err := t.l.stmt(q)
+	if err != nil {
+		return t.tx.QueryRowContext(t.ctx, q, args...) // runs unprepared
+	}
+	return t.tx.StmtContext(t.ctx, st).QueryRowContext(t.ctx, args...)
 }
 
 func (t *sqlTx) commit() error {
@@ -133,19 +197,20 @@ func (t *sqlTx) rollback() {
 }
 
 func (t *sqlTx) reclaim(now int64, n int) error {
-	res, err := t.exec(`DELETE FROM attempts WHERE id IN (SELECT id FROM attempts WHERE expires_s <= ? LIMIT ?)`, now, n)
+	res, err := t.exec(qReclaim, now, n)
 	if err != nil {
 		return err
 	}
 	k, _ := res.RowsAffected()
 	t.delta -= int(k)
-	// Counters past any window they could count in, a few at a time.
-	if _, err := t.exec(`DELETE FROM usage_minutes WHERE (tenant, minute) IN
-		(SELECT tenant, minute FROM usage_minutes WHERE minute <= ? LIMIT ?)`, now/60-DailyMinutes-1, 4*n); err != nil {
+	if t.l.sweeps++; t.l.sweeps%64 != 0 {
+		return nil
+	}
+	// Now and then, counters past any window they could count in.
+	if _, err := t.exec(qPruneMinutes, now/60-DailyMinutes-1, 64*n); err != nil {
 		return err
 	}
-	_, err = t.exec(`DELETE FROM spend_windows WHERE (tenant, window_secs, window_start) IN
-		(SELECT tenant, window_secs, window_start FROM spend_windows WHERE window_start + window_secs + 172800 < ? LIMIT ?)`, now, n)
+	_, err = t.exec(qPruneWindows, now, 64*n)
 	return err
 }
 
@@ -153,14 +218,12 @@ func (t *sqlTx) retained() int { return t.l.count + t.delta }
 
 func (t *sqlTx) daily(tenant string, from int64) (reqs, toks, oldest int64, err error) {
 	var o sql.NullInt64
-	err = t.tx.QueryRowContext(t.ctx, `SELECT COALESCE(SUM(requests), 0), COALESCE(SUM(tokens), 0), MIN(minute)
-		FROM usage_minutes WHERE tenant = ? AND minute > ?`, tenant, from).Scan(&reqs, &toks, &o)
+	err = t.queryRow(qDaily, tenant, from).Scan(&reqs, &toks, &o)
 	return reqs, toks, o.Int64, err
 }
 
 func (t *sqlTx) window(tenant string, secs, start int64) (reserved, settled int64, err error) {
-	err = t.tx.QueryRowContext(t.ctx, `SELECT reserved_nano, settled_nano FROM spend_windows
-		WHERE tenant = ? AND window_secs = ? AND window_start = ?`, tenant, secs, start).Scan(&reserved, &settled)
+	err = t.queryRow(qWindow, tenant, secs, start).Scan(&reserved, &settled)
 	if errors.Is(err, sql.ErrNoRows) {
 		return 0, 0, nil
 	}
@@ -172,8 +235,7 @@ func (t *sqlTx) insert(r *record) error {
 	if r.Budgeted {
 		b = 1
 	}
-	_, err := t.exec(`INSERT INTO attempts (id, tenant, provider, model, created_ms, minute, est_tokens, budgeted,
-		window_secs, window_start, held_nano, state, expires_s) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+	_, err := t.exec(qInsert,
 		r.ID, r.Tenant, r.Provider, r.Model, r.Created.UnixMilli(), r.Minute, r.EstTokens, b,
 		r.WindowSecs, r.WindowStart, r.Held, r.State, r.Expires)
 	if err == nil {
@@ -186,17 +248,12 @@ func (t *sqlTx) addUsage(tenant string, minute, reqs, toks, floor int64) error {
 	if minute <= floor {
 		return nil
 	}
-	_, err := t.exec(`INSERT INTO usage_minutes (tenant, minute, requests, tokens) VALUES (?, ?, ?, MAX(?, 0))
-		ON CONFLICT (tenant, minute) DO UPDATE SET requests = requests + excluded.requests,
-		tokens = MAX(tokens + ?, 0)`, tenant, minute, reqs, toks, toks)
+	_, err := t.exec(qAddUsage, tenant, minute, reqs, toks, toks)
 	return err
 }
 
 func (t *sqlTx) addSpend(tenant string, secs, start, reserved, settled int64) error {
-	_, err := t.exec(`INSERT INTO spend_windows (tenant, window_secs, window_start, reserved_nano, settled_nano)
-		VALUES (?, ?, ?, MAX(?, 0), MAX(?, 0))
-		ON CONFLICT (tenant, window_secs, window_start) DO UPDATE SET
-		reserved_nano = MAX(reserved_nano + ?, 0), settled_nano = MAX(settled_nano + ?, 0)`,
+	_, err := t.exec(qAddSpend,
 		tenant, secs, start, reserved, settled, reserved, settled)
 	return err
 }
@@ -206,12 +263,7 @@ func (t *sqlTx) update(s *Settlement, expires int64) error {
 	if tk := s.Tokens; tk != nil {
 		in, out, cr, cw, rs = nz(tk.Input), nz(tk.Output), nz(tk.CacheRead), nz(tk.CacheWrite), nz(tk.Reasoning)
 	}
-	_, err := t.exec(`UPDATE attempts SET state = ?, held_nano = ?, cost_nano = ?,
-		input_tokens = COALESCE(?, input_tokens), output_tokens = COALESCE(?, output_tokens),
-		cache_read_tokens = COALESCE(?, cache_read_tokens), cache_write_tokens = COALESCE(?, cache_write_tokens),
-		reasoning_tokens = COALESCE(?, reasoning_tokens),
-		expires_s = CASE WHEN ? > 0 THEN ? ELSE expires_s END
-		WHERE id = ?`, s.State, s.Held, s.Cost, in, out, cr, cw, rs, expires, expires, s.ID)
+	_, err := t.exec(qUpdate, s.State, s.Held, s.Cost, in, out, cr, cw, rs, expires, expires, s.ID)
 	return err
 }
 
