@@ -524,3 +524,30 @@ func series(t *testing.T, reg *prometheus.Registry, name string) int {
 	}
 	return 0
 }
+
+func TestDailyLimit(t *testing.T) {
+	e := setup(t, "auth:\n  keys:\n    sk-a: {tenant: a, daily_requests: 2}\n")
+	id := e.id(t, "sk-a")
+	for i := range 2 {
+		pm, ref := e.c.Admit(ctx, attempt(id, "m1"))
+		if ref != nil {
+			t.Fatal(ref)
+		}
+		if l, r, _, ok := pm.Advice(); !ok || l != 2 || r != 1-i {
+			t.Errorf("advice %d = %d %d %v", i, l, r, ok)
+		}
+		pm.Settle(Usage{Input: 1, Output: 1})
+		e.clk.Advance(time.Hour)
+	}
+	_, ref := e.c.Admit(ctx, attempt(id, "m2"))
+	// The first attempt (minute of t0) leaves the rolling day 86400 s + up
+	// to a minute after it; 2 h have passed.
+	want := int(store.DailyExpiry(store.Minute(t0)).Sub(t0.Add(2*time.Hour)) / time.Second)
+	if ref == nil || ref.Code != CodeDaily || ref.Scope != ScopeRequest || ref.RetryAfter != want || ref.Advice.Reset != int64(want) || ref.Advice.Limit != 2 {
+		t.Fatalf("refusal = %+v, want Retry-After %d", ref, want)
+	}
+	e.clk.Advance(time.Duration(want) * time.Second)
+	if _, ref := e.c.Admit(ctx, attempt(id, "m2")); ref != nil {
+		t.Errorf("after the oldest left the day: %+v", ref)
+	}
+}

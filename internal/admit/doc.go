@@ -35,6 +35,11 @@
 //	default (transport error after send, cancel, stream cut): pm.Keep()
 //	}
 //
+// Before Admit, a streamed chat or completions body should ask for its
+// usage: body, strip := spend.WithStreamUsage(body) (strip the usage-only
+// chunk from the client's stream when strip is true). spend.ReportedBill
+// reads a provider's own bill (usage.cost) into Usage.CostNanoUSD.
+//
 // Exactly one of Settle, Keep or Fail ends a Permit and releases its
 // provider slot; further calls are no-ops. A stream's running usage may be
 // reported with Partial (raises the reservation, never lowers it).
@@ -60,8 +65,8 @@
 // the rolling day, and spend reserved, settled and remaining in the
 // current budget window). A read never reserves.
 //
-// cost_usd: ctl.CostUSD(provider, model, usage) is nil for an unknown
-// model, never 0 by default. `switchboard prices`: WritePrices(w, cfg).
+// cost_usd: ctl.CostUSD(provider, model, usage) is nil (never 0) for a
+// model without a known price. `switchboard prices`: WritePrices(w, cfg).
 //
 // # Decisions
 //

@@ -187,6 +187,7 @@ func (l *loader) readKeysFile(a *Auth) []keyEntry {
 	if !filepath.IsAbs(path) && l.file != "" {
 		path = filepath.Join(filepath.Dir(l.file), path)
 	}
+	a.KeysPath = path
 	data, err := os.ReadFile(path)
 	if err != nil {
 		l.errAt("auth.keys_file", "cannot read keys file: %v", err)

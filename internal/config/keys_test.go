@@ -157,6 +157,9 @@ func TestKeysFile(t *testing.T) {
 	if len(fk) != 3 || fk["sk-example"].Tenant != "acme" || *fk["sk-free"].DailyRequests != 10 {
 		t.Fatalf("file keys = %+v", fk)
 	}
+	if c.Auth.KeysPath != filepath.Join(dir, "keys.json") {
+		t.Errorf("keys path = %q", c.Auth.KeysPath)
+	}
 	if got := fk["sk-free"].Source; got != filepath.Join(dir, "keys.json")+":4" {
 		t.Errorf("source = %q", got)
 	}

@@ -239,8 +239,10 @@ type Auth struct {
 	// identities. Keys are secrets: errors name them by position
 	// (auth.keys[#2]), never by value.
 	Keys map[string]*KeySpec `yaml:"keys,secret"`
-	// FileKeys holds the entries read from KeysFile; filled by Load.
+	// FileKeys holds the entries read from KeysFile, and KeysPath the
+	// file's resolved path (for a reload watcher); filled by Load.
 	FileKeys map[string]*KeySpec `yaml:"-"`
+	KeysPath string              `yaml:"-"`
 }
 
 // KeySpec is the identity a gateway key maps to. The same shape is used in
