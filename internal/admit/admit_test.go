@@ -393,6 +393,17 @@ func TestPenalize(t *testing.T) {
 	if _, ref := e.c.Admit(ctx, attempt(nil, "m1")); ref != nil {
 		t.Errorf("penalty outlived penalty_seconds: %+v", ref)
 	}
+	// A shorter stated wait shortens the penalty; a longer one does not
+	// lengthen it.
+	e.c.Penalize("m1", time.Second)
+	if _, ref := e.c.Admit(ctx, attempt(nil, "m1")); ref == nil || ref.RetryAfter != 1 {
+		t.Errorf("stated 1 s: %+v", ref)
+	}
+	e.clk.Advance(time.Second)
+	e.c.Penalize("m2", time.Minute)
+	if _, ref := e.c.Admit(ctx, attempt(nil, "m2")); ref == nil || ref.RetryAfter != 5 {
+		t.Errorf("stated 60 s: %+v", ref)
+	}
 	e = setup(t, "limits: {penalty_seconds: 0}\n")
 	e.c.Penalize("m1")
 	if _, ref := e.c.Admit(ctx, attempt(nil, "m1")); ref != nil {

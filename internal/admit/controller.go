@@ -237,14 +237,24 @@ func (c *Controller) gateRefusal(err error, provider string, timeout time.Durati
 }
 
 // Penalize slows a provider down after an upstream 429: its buckets refuse
-// every attempt for limits.penalty_seconds.
-func (c *Controller) Penalize(provider string) {
+// every attempt for limits.penalty_seconds. When the provider stated a
+// shorter wait (Retry-After, reset headers), pass it: the penalty then
+// lasts that long, so the gateway is never stricter than the provider.
+// Call it for a provider-wide 429 only; with api_keys, a 429 of one key
+// is the key's quota pause, not the provider's.
+func (c *Controller) Penalize(provider string, stated ...time.Duration) {
 	s := c.snap.Load()
 	if s == nil || s.penalty <= 0 {
 		return
 	}
+	d := s.penalty
+	for _, w := range stated {
+		if w > 0 {
+			d = min(d, w)
+		}
+	}
 	now := c.clk.Now()
-	_ = c.st.Penalize(context.Background(), now, groupOf(provider), now.Add(s.penalty))
+	_ = c.st.Penalize(context.Background(), now, groupOf(provider), now.Add(d))
 }
 
 func groupOf(provider string) string { return "p:" + provider }

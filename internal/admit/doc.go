@@ -31,7 +31,7 @@
 //	resp, err := send(...)
 //	switch {
 //	case success with usage counters: pm.Settle(admit.Usage{Input: ..., Output: ..., CacheRead: ..., CostNanoUSD: bill})
-//	case HTTP error status, no usage: pm.Fail(); if status == 429 { ctl.Penalize(cand.Provider) }
+//	case HTTP error status, no usage: pm.Fail(); if provider-wide 429 { ctl.Penalize(cand.Provider, statedWait) }
 //	default (transport error after send, cancel, stream cut): pm.Keep()
 //	}
 //
