@@ -25,6 +25,9 @@ const (
 	// KindStaleConn: a pooled connection failed with EOF before any response
 	// byte; cheap to retry at once.
 	KindStaleConn
+	// KindRefused: the gateway's own admission refused the attempt before
+	// it was sent (rate limit, budget, concurrency).
+	KindRefused
 )
 
 func (k Kind) String() string {
@@ -41,6 +44,8 @@ func (k Kind) String() string {
 		return "bad_response"
 	case KindStaleConn:
 		return "stale_connection"
+	case KindRefused:
+		return "refused"
 	}
 	return "unknown"
 }

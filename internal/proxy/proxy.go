@@ -19,12 +19,16 @@ import (
 	"github.com/tidwall/gjson"
 	"github.com/tidwall/sjson"
 
+	"switchboard/internal/admit"
 	"switchboard/internal/clock"
 	"switchboard/internal/health"
 	"switchboard/internal/metrics"
 	"switchboard/internal/provider"
 	"switchboard/internal/route"
+	"switchboard/internal/spend"
 	"switchboard/internal/sse"
+	"switchboard/internal/tenant"
+	"switchboard/internal/track"
 )
 
 // Options are one request's loop parameters, taken from the config snapshot.
@@ -62,6 +66,15 @@ type Call struct {
 	// config order.
 	Order []*route.Candidate
 	Opts  Options
+	// Identity is the caller (nil when auth is off); ClientModel the model
+	// it asked for.
+	Identity    *tenant.Identity
+	ClientModel string
+	// Meter asks OpenAI-compatible chat streams for their usage
+	// (stream_options.include_usage) so that budgets and token buckets
+	// settle on real counts; the usage chunk is stripped again when the
+	// client did not ask for it.
+	Meter bool
 }
 
 // Attempt is one send and how it ended.
@@ -87,6 +100,12 @@ type Result struct {
 	Attempts []Attempt
 	// FirstToken is when the commit event arrived (streams).
 	FirstToken time.Time
+	// Permit is the stream's admission, settled by whoever relays it
+	// (unary answers are settled by the loop); nil without admission.
+	Permit *admit.Permit
+	// StripUsage: the gateway added include_usage; drop the usage-only
+	// chunk before the client sees it.
+	StripUsage bool
 	// Started is when the loop began; Sent when the winning attempt was sent.
 	Started time.Time
 	Sent    time.Time
@@ -112,6 +131,9 @@ type Failure struct {
 	Canceled bool
 	// Last is the final attempt's error.
 	Last *provider.Error
+	// Refusal is the gateway's own refusal that ended the request
+	// (caller's rate limit or budget); it is the answer.
+	Refusal *admit.Refusal
 }
 
 // Proxy runs attempt loops.
@@ -121,6 +143,10 @@ type Proxy struct {
 	// Health is consulted before and informed after each attempt; nil
 	// treats every provider as available.
 	Health *health.Registry
+	// Admission gates each attempt right before its send (concurrency
+	// slot, rate buckets, spend reservation) and settles it after; nil
+	// admits everything.
+	Admission *admit.Controller
 	// Metrics counts attempts by outcome; nil records nothing.
 	Metrics *metrics.Metrics
 	// Jitter returns a number in [0,1); nil uses math/rand.
@@ -189,6 +215,23 @@ func (p *Proxy) tryProvider(ctx context.Context, c *Call, cand *route.Candidate,
 			return res, false, false
 		}
 		f.Last = perr
+		if perr.Kind == provider.KindRefused {
+			var ref *admit.Refusal
+			errors.As(perr.Err, &ref)
+			if ref == nil || ref.Code == "canceled" {
+				f.Canceled = true
+				return nil, true, false
+			}
+			f.Attempts = append(f.Attempts, Attempt{cand.Provider, ref.Status, ref.Code})
+			f.Refusal = ref
+			if ref.Scope == admit.ScopeProvider {
+				// A distinct provider may still have room; another round
+				// would only meet the same bucket, so it counts as final.
+				return nil, false, true
+			}
+			return nil, true, false
+		}
+		f.Refusal = nil // the answer is the last outcome, not an earlier refusal
 		if perr.Kind == provider.KindCanceled && ctx.Err() != nil {
 			f.Canceled = true
 			f.Attempts = append(f.Attempts, Attempt{cand.Provider, 0, "client_disconnect"})
@@ -244,12 +287,79 @@ func (p *Proxy) tryProvider(ctx context.Context, c *Call, cand *route.Candidate,
 	return nil, false, false
 }
 
-// attempt sends once and, for streams, reads until the first token.
+// attempt admits, sends once and, for streams, reads until the first
+// token; the admission is settled on every outcome but a committed stream,
+// whose relay settles it.
 func (p *Proxy) attempt(ctx context.Context, c *Call, cand *route.Candidate, deadline time.Time) (*Result, *provider.Error) {
-	req, native, err := p.request(c, cand)
-	if err != nil {
-		return nil, err
+	req, native, strip, perr := p.request(c, cand)
+	if perr != nil {
+		return nil, perr
 	}
+	var pm *admit.Permit
+	if p.Admission != nil {
+		var ref *admit.Refusal
+		pm, ref = p.Admission.Admit(ctx, admit.AttemptInfo{Identity: c.Identity, Provider: cand.Provider,
+			ProviderType: cand.Type, Model: cand.Model, ClientModel: c.ClientModel, Endpoint: string(req.Endpoint), Body: req.Body})
+		if ref != nil {
+			return nil, &provider.Error{Kind: provider.KindRefused, Status: ref.Status, Msg: ref.Message, Err: ref}
+		}
+	}
+	res, perr := p.send(ctx, c, cand, req, native, deadline)
+	switch {
+	case pm == nil:
+	case perr == nil && res.Events != nil:
+		res.Permit, res.StripUsage = pm, strip
+	case perr == nil:
+		u := track.Unary(protocolOf(req.Endpoint), res.Body)
+		if u.Known {
+			su := SpendUsage(u)
+			su.CostNanoUSD = spend.ReportedBill(res.Body)
+			pm.Settle(su)
+		} else {
+			pm.Keep()
+		}
+		res.Permit = pm // settled; kept for its advisory headers
+	case perr.Kind == provider.KindHTTP || perr.Kind == provider.KindStaleConn:
+		// A definite refusal before generation: providers do not bill it.
+		pm.Fail()
+		// An upstream 429 slows that provider's own buckets down; with
+		// several keys only the key that got it is paused (see health).
+		if perr.Status == 429 && cand.RateLimited && len(cand.Keys) <= 1 {
+			if d, ok := health.StatedWait(perr.Header, perr.Body, p.Clock.Now()); ok {
+				p.Admission.Penalize(cand.Provider, d)
+			} else {
+				p.Admission.Penalize(cand.Provider)
+			}
+		}
+	default:
+		// Sent, outcome unknown (timeout, cut, cancel): keep the hold.
+		pm.Keep()
+	}
+	if perr == nil && res.Events != nil {
+		res.StripUsage = strip
+	}
+	return res, perr
+}
+
+// SpendUsage converts measured usage to the ledger's form.
+func SpendUsage(u track.Usage) admit.Usage {
+	return admit.Usage{Input: u.Input, Output: u.Output, CacheRead: u.CacheRead, CacheWrite: u.CacheWrite, Reasoning: u.Reasoning}
+}
+
+func protocolOf(ep provider.Endpoint) track.Protocol {
+	switch ep {
+	case provider.Completions:
+		return track.Completions
+	case provider.Responses:
+		return track.Responses
+	case provider.Messages:
+		return track.Messages
+	}
+	return track.Chat
+}
+
+// send makes one attempt and, for streams, reads until the first token.
+func (p *Proxy) send(ctx context.Context, c *Call, cand *route.Candidate, req *provider.Request, native bool, deadline time.Time) (*Result, *provider.Error) {
 	actx, cancel := context.WithCancel(ctx)
 	// One watcher bounds the attempt until it commits: the first-token
 	// timeout for streams, and the overall deadline.
@@ -358,15 +468,19 @@ func (p *Proxy) attempt(ctx context.Context, c *Call, cand *route.Candidate, dea
 }
 
 // request builds one attempt's provider request: the body with only
-// "model" rewritten, the entry's headers over the forwarded client headers.
-func (p *Proxy) request(c *Call, cand *route.Candidate) (*provider.Request, bool, *provider.Error) {
-	ep, body, native := c.Endpoint, c.Body, false
+// "model" rewritten (plus include_usage when metering needs it), the
+// entry's headers over the forwarded client headers.
+func (p *Proxy) request(c *Call, cand *route.Candidate) (req *provider.Request, native, strip bool, _ *provider.Error) {
+	ep, body := c.Endpoint, c.Body
 	if c.Native != nil && cand.Type == "anthropic" {
 		ep, body, native = provider.Messages, c.Native, true
 	}
 	body, err := sjson.SetBytes(body, "model", cand.Model)
 	if err != nil {
-		return nil, false, &provider.Error{Kind: provider.KindBadResponse, Msg: "cannot rewrite model", Err: err}
+		return nil, false, false, &provider.Error{Kind: provider.KindBadResponse, Msg: "cannot rewrite model", Err: err}
+	}
+	if c.Meter && c.Stream && ep == provider.Chat && (cand.Type == "openai" || cand.Type == "mock") {
+		body, strip = spend.WithStreamUsage(body)
 	}
 	h := make(http.Header, len(c.Header)+len(cand.Header))
 	for k, v := range c.Header {
@@ -375,7 +489,7 @@ func (p *Proxy) request(c *Call, cand *route.Candidate) (*provider.Request, bool
 	for k, v := range cand.Header {
 		h[k] = v
 	}
-	req := &provider.Request{Endpoint: ep, Body: body, Stream: c.Stream, Model: cand.Model, Header: h}
+	req = &provider.Request{Endpoint: ep, Body: body, Stream: c.Stream, Model: cand.Model, Header: h}
 	if n := len(cand.Keys); n > 0 {
 		i := 0
 		if p.Health != nil {
@@ -383,7 +497,7 @@ func (p *Proxy) request(c *Call, cand *route.Candidate) (*provider.Request, bool
 		}
 		req.APIKey, req.KeyIndex = cand.Keys[i%n], i%n
 	}
-	return req, native, nil
+	return req, native, strip, nil
 }
 
 func (p *Proxy) observe(cand *route.Candidate, o health.Outcome) {

@@ -27,6 +27,9 @@ type Candidate struct {
 	// Keys are the provider's API keys, rotated by the attempt loop so
 	// that a quota answer pauses one key, not the provider.
 	Keys []string
+	// RateLimited: the provider has its own rpm/tpm buckets, which an
+	// upstream 429 penalises for a few seconds.
+	RateLimited bool
 	// Send is the provider instance.
 	Send provider.Provider
 }
@@ -72,13 +75,14 @@ func Compile(cfg *config.Config, build Builder) *Table {
 				h.Set(k, v)
 			}
 			r.Candidates = append(r.Candidates, &Candidate{
-				Provider: e.Provider,
-				Type:     pc.Type,
-				Model:    e.Model,
-				Header:   h,
-				Primary:  e.Primary,
-				Keys:     pc.Keys(),
-				Send:     instances[e.Provider],
+				Provider:    e.Provider,
+				Type:        pc.Type,
+				Model:       e.Model,
+				Header:      h,
+				Primary:     e.Primary,
+				Keys:        pc.Keys(),
+				RateLimited: pc.RPM != nil || pc.TPM != nil,
+				Send:        instances[e.Provider],
 			})
 		}
 		t.routes[m.Name] = r

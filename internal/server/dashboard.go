@@ -56,7 +56,7 @@ type dashModel struct {
 
 // handleDashboardData serves the dashboard's JSON (behind auth when on).
 func (s *Server) handleDashboardData(w http.ResponseWriter, r *http.Request) {
-	snap := s.entry(w, r)
+	snap, _ := s.entry(w, r)
 	if snap == nil {
 		return
 	}

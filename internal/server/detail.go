@@ -56,7 +56,7 @@ func toDetailMetrics(m route.Metrics) detailMetrics {
 
 // handleHealthDetail serves GET /v1/health/detail (behind auth when on).
 func (s *Server) handleHealthDetail(w http.ResponseWriter, r *http.Request) {
-	snap := s.entry(w, r)
+	snap, _ := s.entry(w, r)
 	if snap == nil {
 		return
 	}

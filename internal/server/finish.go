@@ -14,6 +14,7 @@ import (
 // the TTFT histogram, and the per-request stats line.
 func (s *Server) finishStream(ctx context.Context, rt *route.Route, res *proxy.Result, st *track.Stream) {
 	defer s.Prober.AfterRequest(rt)
+	settleStream(res, st)
 	if st == nil {
 		return
 	}

@@ -16,6 +16,7 @@ import (
 	"switchboard/internal/provider"
 	"switchboard/internal/proxy"
 	"switchboard/internal/route"
+	"switchboard/internal/tenant"
 )
 
 // Handler returns the gateway's routes behind its middleware.
@@ -32,6 +33,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("/v1/embeddings", s.inference(provider.Embeddings))
 	mux.HandleFunc("/v1/messages", s.handleMessages)
 	mux.HandleFunc("/v1/health/detail", s.get(s.handleHealthDetail))
+	mux.HandleFunc("/v1/usage", s.get(s.handleUsage))
 	mux.HandleFunc("/dashboard", s.get(s.handleDashboard))
 	mux.HandleFunc("/dashboard/data", s.get(s.handleDashboardData))
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
@@ -95,17 +97,22 @@ func (s *Server) handleReady(w http.ResponseWriter, r *http.Request) {
 }
 
 // entry guards /v1 handlers: a loaded config, not draining, authenticated.
-func (s *Server) entry(w http.ResponseWriter, r *http.Request) *Snapshot {
+// It returns the caller's identity (nil when auth is off); a nil snapshot
+// means the answer was written.
+func (s *Server) entry(w http.ResponseWriter, r *http.Request) (*Snapshot, *tenant.Identity) {
 	snap := s.snap.Load()
 	if snap == nil || s.draining.Load() {
 		writeError(w, protocolOf(r), &apiError{Status: http.StatusServiceUnavailable, Type: "server_error",
 			Code: "unavailable", Message: "the gateway is starting or shutting down", RetryAfter: time.Second})
-		return nil
+		return nil, nil
 	}
-	if !s.authed(w, r, snap) {
-		return nil
+	id, ok := s.Admission.Authenticate(presentedKey(r))
+	if !ok {
+		writeError(w, protocolOf(r), &apiError{Status: http.StatusUnauthorized, Type: "authentication_error",
+			Code: "invalid_api_key", Message: "missing or invalid API key: send it as Authorization: Bearer <key>, x-api-key or x-goog-api-key"})
+		return nil, nil
 	}
-	return snap
+	return snap, id
 }
 
 type modelObject struct {
@@ -125,7 +132,7 @@ type modelProvider struct {
 }
 
 func (s *Server) handleModels(w http.ResponseWriter, r *http.Request) {
-	snap := s.entry(w, r)
+	snap, _ := s.entry(w, r)
 	if snap == nil {
 		return
 	}
@@ -137,7 +144,7 @@ func (s *Server) handleModels(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) handleModel(w http.ResponseWriter, r *http.Request) {
-	snap := s.entry(w, r)
+	snap, _ := s.entry(w, r)
 	if snap == nil {
 		return
 	}
@@ -274,49 +281,109 @@ func options(cfg *config.Config, m *config.Model, ep provider.Endpoint) proxy.Op
 	return o
 }
 
+// incoming is one parsed client request holding a preparation slot.
+type incoming struct {
+	snap    *Snapshot
+	id      *tenant.Identity
+	body    []byte
+	model   string
+	stream  bool
+	rt      *route.Route
+	release func()
+}
+
+// prepare authenticates, reads and checks the body, takes the logical
+// preparation slot and resolves the model. It writes every refusal itself
+// (nil = answered); the caller releases the slot when the answer ends.
+func (s *Server) prepare(w http.ResponseWriter, r *http.Request, proto Protocol) *incoming {
+	if r.Method != http.MethodPost {
+		methodNotAllowed(w, r, "POST")
+		return nil
+	}
+	snap, id := s.entry(w, r)
+	if snap == nil {
+		return nil
+	}
+	body, aerr := readBody(r, w, snap.Config.Limits.MaxRequestBody)
+	if aerr != nil {
+		writeError(w, proto, aerr)
+		return nil
+	}
+	model, stream, aerr := inspectBody(body)
+	if aerr != nil {
+		writeError(w, proto, aerr)
+		return nil
+	}
+	release, ref := s.Admission.Enter(r.Context(), id)
+	if ref != nil {
+		if ref.Code != "canceled" {
+			s.writeRefusal(w, proto, id, ref)
+		}
+		return nil
+	}
+	rt := snap.Routes.Lookup(model)
+	if rt == nil {
+		release()
+		writeError(w, proto, modelNotFound(model))
+		return nil
+	}
+	return &incoming{snap: snap, id: id, body: body, model: model, stream: stream, rt: rt, release: release}
+}
+
+// call builds the attempt loop's input for in.
+func (s *Server) call(r *http.Request, in *incoming, ep provider.Endpoint, body []byte) *proxy.Call {
+	return &proxy.Call{Endpoint: ep, Body: body, Stream: in.stream, Header: forwardHeaders(r), Route: in.rt,
+		Order: route.Measured{Stats: s.Stats}.Order(in.rt), Opts: options(in.snap.Config, in.rt.Model, ep),
+		Identity: in.id, ClientModel: in.model, Meter: needsUsage(in.snap.Config, in.id)}
+}
+
+// needsUsage: budgets and token buckets settle on the provider's reported
+// usage, so streams must carry it.
+func needsUsage(cfg *config.Config, id *tenant.Identity) bool {
+	if id != nil && (id.BudgetNano != nil || id.TPM != nil) || cfg.Limits.TPM != nil {
+		return true
+	}
+	for _, p := range cfg.Providers {
+		if p.TPM != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// failed answers a loop that found no answer.
+func (s *Server) failed(w http.ResponseWriter, r *http.Request, proto Protocol, in *incoming, fail *proxy.Failure) {
+	s.Prober.AfterRequest(in.rt)
+	switch {
+	case fail.Canceled:
+		s.Log.InfoContext(r.Context(), "client went away before an answer", "model", in.model)
+	case fail.Refusal != nil:
+		s.writeRefusal(w, proto, in.id, fail.Refusal)
+	default:
+		writeFailure(w, proto, fail)
+	}
+}
+
 // inference serves the OpenAI endpoints.
 func (s *Server) inference(ep provider.Endpoint) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		if r.Method != http.MethodPost {
-			methodNotAllowed(w, r, "POST")
+		in := s.prepare(w, r, OpenAI)
+		if in == nil {
 			return
 		}
-		snap := s.entry(w, r)
-		if snap == nil {
-			return
-		}
-		body, aerr := readBody(r, w, snap.Config.Limits.MaxRequestBody)
-		if aerr != nil {
-			writeError(w, OpenAI, aerr)
-			return
-		}
-		model, stream, aerr := inspectBody(body)
-		if aerr != nil {
-			writeError(w, OpenAI, aerr)
-			return
-		}
-		rt := snap.Routes.Lookup(model)
-		if rt == nil {
-			writeError(w, OpenAI, modelNotFound(model))
-			return
-		}
+		defer in.release()
 		if ep == provider.Embeddings {
-			stream = false
+			in.stream = false
 		}
-		call := &proxy.Call{Endpoint: ep, Body: body, Stream: stream, Header: forwardHeaders(r), Route: rt,
-			Order: route.Measured{Stats: s.Stats}.Order(rt), Opts: options(snap.Config, rt.Model, ep)}
+		call := s.call(r, in, ep, in.body)
 		res, fail := s.proxy.Do(r.Context(), call)
 		if fail != nil {
-			s.Prober.AfterRequest(rt)
-			if fail.Canceled {
-				s.Log.InfoContext(r.Context(), "client went away before an answer", "model", model)
-				return
-			}
-			writeFailure(w, OpenAI, fail)
+			s.failed(w, r, OpenAI, in, fail)
 			return
 		}
 		defer res.Close()
-		s.relay(w, r, res, ep, rt, call.Opts.Inspect)
+		s.advise(w, in, res)
+		s.relay(w, r, res, ep, in.rt, call.Opts.Inspect || call.Meter)
 	}
 }
 

@@ -8,7 +8,6 @@ import (
 
 	"switchboard/internal/provider"
 	"switchboard/internal/proxy"
-	"switchboard/internal/route"
 	"switchboard/internal/sse"
 	"switchboard/internal/track"
 	"switchboard/internal/translate"
@@ -18,46 +17,26 @@ import (
 // translated to the internal (OpenAI chat) form and routed to any provider
 // type; Anthropic providers get the client's body untranslated.
 func (s *Server) handleMessages(w http.ResponseWriter, r *http.Request) {
-	if r.Method != http.MethodPost {
-		methodNotAllowed(w, r, "POST")
+	in := s.prepare(w, r, Anthropic)
+	if in == nil {
 		return
 	}
-	snap := s.entry(w, r)
-	if snap == nil {
-		return
-	}
-	body, aerr := readBody(r, w, snap.Config.Limits.MaxRequestBody)
-	if aerr != nil {
-		writeError(w, Anthropic, aerr)
-		return
-	}
-	model, stream, aerr := inspectBody(body)
-	if aerr != nil {
-		writeError(w, Anthropic, aerr)
-		return
-	}
-	rt := snap.Routes.Lookup(model)
-	if rt == nil {
-		writeError(w, Anthropic, modelNotFound(model))
-		return
-	}
-	chat, err := translate.MessagesToChat(body)
+	defer in.release()
+	model, rt := in.model, in.rt
+	chat, err := translate.MessagesToChat(in.body)
 	if err != nil {
 		writeError(w, Anthropic, errInvalid(err.Error()))
 		return
 	}
-	call := &proxy.Call{Endpoint: provider.Chat, Body: chat, Native: body, Stream: stream,
-		Header: forwardHeaders(r), Route: rt, Order: route.Measured{Stats: s.Stats}.Order(rt),
-		Opts: options(snap.Config, rt.Model, provider.Chat)}
+	call := s.call(r, in, provider.Chat, chat)
+	call.Native = in.body
 	res, fail := s.proxy.Do(r.Context(), call)
 	if fail != nil {
-		s.Prober.AfterRequest(rt)
-		if !fail.Canceled {
-			writeFailure(w, Anthropic, fail)
-		}
+		s.failed(w, r, Anthropic, in, fail)
 		return
 	}
 	defer res.Close()
+	s.advise(w, in, res)
 	setAnswerHeaders(w, res)
 	if res.Native {
 		// Anthropic to Anthropic: relay untouched.
@@ -70,7 +49,7 @@ func (s *Server) handleMessages(w http.ResponseWriter, r *http.Request) {
 		}
 		startStream(w)
 		var st *track.Stream
-		if call.Opts.Inspect {
+		if call.Opts.Inspect || call.Meter {
 			st = track.NewStream(track.Messages, res.Sent)
 		}
 		err := s.pump(sse.NewWriter(w), res, nil, st)
@@ -96,7 +75,7 @@ func (s *Server) handleMessages(w http.ResponseWriter, r *http.Request) {
 	sw := sse.NewWriter(w)
 	ms := translate.NewMessagesStream(model)
 	var st *track.Stream
-	if call.Opts.Inspect {
+	if call.Opts.Inspect || call.Meter {
 		st = track.NewStream(track.Chat, res.Sent)
 	}
 	defer func() { s.finishStream(r.Context(), rt, res, st) }()

@@ -158,17 +158,3 @@ func presentedKey(r *http.Request) string {
 	}
 	return r.Header.Get("X-Goog-Api-Key")
 }
-
-// authed reports whether the request carries the gateway token (always
-// true when auth is off). It writes the 401 itself.
-func (s *Server) authed(w http.ResponseWriter, r *http.Request, snap *Snapshot) bool {
-	if snap.tokenHash == nil {
-		return true
-	}
-	if k := presentedKey(r); k != "" && checkToken(k, snap.tokenHash) {
-		return true
-	}
-	writeError(w, protocolOf(r), &apiError{Status: http.StatusUnauthorized, Type: "authentication_error",
-		Code: "invalid_api_key", Message: "missing or invalid API key: send it as Authorization: Bearer <token> or x-api-key"})
-	return false
-}

@@ -29,9 +29,10 @@ func (s *Server) relay(w http.ResponseWriter, r *http.Request, res *proxy.Result
 	setAnswerHeaders(w, res)
 	proto := protocolFor(ep)
 	if res.Events == nil {
+		body := s.withCost(res.Body, res, track.Unary(proto, res.Body))
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(res.Status)
-		_, _ = w.Write(res.Body)
+		_, _ = w.Write(body)
 		s.finishUnary(r.Context(), rt, res, proto)
 		return
 	}
@@ -132,13 +133,49 @@ func (s *Server) pump(sw *sse.Writer, res *proxy.Result, tail streamTail, st *tr
 		if tail != nil {
 			tail.See(&ev)
 		}
+		raw := ev.Raw
 		if st != nil {
 			st.See(&ev, s.Clock.Now())
+			if len(ev.Data) > 0 && bytes.Contains(ev.Data, usageKey) {
+				if res.StripUsage && isUsageOnly(ev.Data) {
+					continue // the gateway asked for it; the client did not
+				}
+				raw = s.costEvent(&ev, res, st)
+			}
 		}
-		if err := sw.Raw(ev.Raw); err != nil {
+		if err := sw.Raw(raw); err != nil {
 			return errClientGone
 		}
 	}
+}
+
+var usageKey = []byte(`"usage"`)
+
+// isUsageOnly reports a chat chunk that only carries usage (choices: []).
+func isUsageOnly(data []byte) bool {
+	r := gjson.ParseBytes(data)
+	return r.Get("usage").IsObject() && len(r.Get("choices").Array()) == 0
+}
+
+// costEvent rewrites an event that carries usage so its usage has cost_usd,
+// keeping its event name.
+func (s *Server) costEvent(ev *sse.Event, res *proxy.Result, st *track.Stream) []byte {
+	if !st.Usage.Known || !gjson.GetBytes(ev.Data, "usage").IsObject() {
+		return ev.Raw
+	}
+	out := s.withCost(ev.Data, res, st.Usage)
+	if len(out) == len(ev.Data) {
+		return ev.Raw
+	}
+	b := make([]byte, 0, len(out)+len(ev.Name)+16)
+	if ev.Name != "" {
+		b = append(b, "event: "...)
+		b = append(b, ev.Name...)
+		b = append(b, '\n')
+	}
+	b = append(b, "data: "...)
+	b = append(b, out...)
+	return append(b, "\n\n"...)
 }
 
 // responsesTail injects response.failed when a Responses stream ends

@@ -18,6 +18,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"switchboard/internal/admit"
 	"switchboard/internal/clock"
 	"switchboard/internal/config"
 	"switchboard/internal/health"
@@ -29,15 +30,17 @@ import (
 	"switchboard/internal/provider/openai"
 	"switchboard/internal/proxy"
 	"switchboard/internal/route"
+	"switchboard/internal/store"
 )
 
 // Snapshot is everything a request reads from one config version.
 type Snapshot struct {
 	Config *config.Config
 	Routes *route.Table
-	// tokenHash is sha256(auth.token) when auth is on.
-	tokenHash   *[32]byte
+	// metricsHash is sha256(auth.metrics_token) when set.
 	metricsHash *[32]byte
+	// advisory: X-Switchboard-RateLimit-* headers are on.
+	advisory bool
 }
 
 // Server is the gateway. Create it with New, then Apply a config.
@@ -48,6 +51,10 @@ type Server struct {
 	Metrics *metrics.Metrics
 	Stats   *route.Stats
 	Prober  *route.Prober
+	// Admission authenticates callers and admits attempts (rate limits,
+	// concurrency, spend). Set it before the first Apply to choose its
+	// store; Apply creates an in-memory one when it is nil.
+	Admission *admit.Controller
 
 	snap     atomic.Pointer[Snapshot]
 	proxy    *proxy.Proxy
@@ -112,13 +119,19 @@ func (s *Server) Apply(cfg *config.Config) {
 	b := cfg.Health.Breaker
 	s.Health.Configure(health.Settings{Threshold: *b.Threshold, Window: b.Window.D(), Cooldown: b.Cooldown.D(),
 		DefaultPause: time.Duration(cfg.Performance.QuotaPauseDefaultSeconds) * time.Second})
+	if s.Admission == nil {
+		s.Admission = admit.New(store.NewMemory(), s.Clock, s.Metrics.Registry)
+	}
+	if s.proxy.Admission != s.Admission {
+		s.proxy.Admission = s.Admission // once, before the first request
+	}
+	// Configure validates nothing new: config.Load already did.
+	if err := s.Admission.Configure(cfg); err != nil {
+		s.Log.Error("admission config refused", "error", err.Error())
+	}
 	s.Stats.SetWindow(cfg.Performance.SampleWindow.D())
 	s.Prober.SetMaxPerMinute(cfg.Performance.ProbeMaxPerMinute)
-	snap := &Snapshot{Config: cfg, Routes: table}
-	if cfg.Auth.Token != "" {
-		h := sha256.Sum256([]byte(cfg.Auth.Token))
-		snap.tokenHash = &h
-	}
+	snap := &Snapshot{Config: cfg, Routes: table, advisory: admit.AdvisoryEnabled(cfg)}
 	if cfg.Auth.MetricsToken != "" {
 		h := sha256.Sum256([]byte(cfg.Auth.MetricsToken))
 		snap.metricsHash = &h

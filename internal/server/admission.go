@@ -1,0 +1,84 @@
+package server
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/tidwall/gjson"
+	"github.com/tidwall/sjson"
+
+	"switchboard/internal/admit"
+	"switchboard/internal/proxy"
+	"switchboard/internal/tenant"
+	"switchboard/internal/track"
+)
+
+// writeRefusal answers a gateway refusal (rate limit, budget, overload,
+// unpriceable) in the client's protocol, with Retry-After and, when
+// enabled, the refused counter's advisory headers.
+func (s *Server) writeRefusal(w http.ResponseWriter, proto Protocol, id *tenant.Identity, ref *admit.Refusal) {
+	if snap := s.snap.Load(); snap != nil && snap.advisory && id != nil {
+		ref.Advice.SetHeaders(w.Header())
+	}
+	typ := ref.Type
+	if typ == "" {
+		typ = typeFor(ref.Status)
+	}
+	writeError(w, proto, &apiError{Status: ref.Status, Type: typ, Code: ref.Code, Param: ref.Param,
+		Message: ref.Message, RetryAfter: time.Duration(ref.RetryAfter) * time.Second})
+}
+
+// advise sets the advisory rate-limit headers captured at admission.
+func (s *Server) advise(w http.ResponseWriter, in *incoming, res *proxy.Result) {
+	if in.snap.advisory && in.id != nil && res.Permit != nil {
+		res.Permit.SetHeaders(w.Header())
+	}
+}
+
+// handleUsage serves GET /v1/usage for the authenticated caller.
+func (s *Server) handleUsage(w http.ResponseWriter, r *http.Request) {
+	snap, id := s.entry(w, r)
+	if snap == nil {
+		return
+	}
+	v, err := s.Admission.Usage(r.Context(), id)
+	if err != nil {
+		writeError(w, OpenAI, &apiError{Status: http.StatusServiceUnavailable, Type: "server_error", Code: "usage_unavailable",
+			Message: "usage is unavailable right now: " + err.Error(), RetryAfter: time.Second})
+		return
+	}
+	writeJSON(w, http.StatusOK, v)
+}
+
+// withCost adds usage.cost_usd to a JSON answer that reports usage: the
+// catalog's price (or the provider's bill), null for an unknown model.
+func (s *Server) withCost(body []byte, res *proxy.Result, u track.Usage) []byte {
+	if !u.Known || !gjson.GetBytes(body, "usage").IsObject() {
+		return body
+	}
+	cost := s.Admission.CostUSD(res.Candidate.Provider, res.Candidate.Model, proxy.SpendUsage(u))
+	var out []byte
+	var err error
+	if cost == nil {
+		out, err = sjson.SetRawBytes(body, "usage.cost_usd", []byte("null"))
+	} else {
+		out, err = sjson.SetBytes(body, "usage.cost_usd", *cost)
+	}
+	if err != nil {
+		return body
+	}
+	return out
+}
+
+// settleStream ends a relayed stream's admission: real usage when the
+// stream ended cleanly with counters, else the reservation is kept.
+func settleStream(res *proxy.Result, st *track.Stream) {
+	if res.Permit == nil {
+		return
+	}
+	if st != nil && st.Clean && st.Usage.Known {
+		res.Permit.Settle(proxy.SpendUsage(st.Usage))
+		return
+	}
+	res.Permit.Keep()
+}
