@@ -25,9 +25,12 @@ import (
 	"syscall"
 	"time"
 
+	"switchboard/internal/admit"
+	"switchboard/internal/clock"
 	"switchboard/internal/config"
 	reloadpkg "switchboard/internal/reload"
 	"switchboard/internal/server"
+	"switchboard/internal/store"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -47,6 +50,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return serve(args, stderr)
 	case "check":
 		return check(args, stdout, stderr)
+	case "prices":
+		return prices(args, stdout, stderr)
 	case "version":
 		fmt.Fprintln(stdout, "switchboard", version)
 		return 0
@@ -61,6 +66,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 const usage = `usage:
   switchboard [serve] [--config FILE] [--listen ADDR]
   switchboard check CONFIG
+  switchboard prices [--config FILE]   the effective pricing table (catalog + config overrides)
   switchboard version`
 
 func envOr(k, def string) string {
@@ -92,6 +98,32 @@ func check(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
+func prices(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("prices", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	path := fs.String("config", "", "config file whose pricing: overrides apply (optional)")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if *path == "" && fs.NArg() > 0 {
+		*path = fs.Arg(0)
+	}
+	var cfg *config.Config
+	if *path != "" {
+		c, err := config.Load(*path)
+		if err != nil {
+			fmt.Fprintln(stderr, err)
+			return 1
+		}
+		cfg = c
+	}
+	if err := admit.WritePrices(stdout, cfg); err != nil {
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
+	return 0
+}
+
 func serve(args []string, stderr io.Writer) int {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -107,8 +139,8 @@ func serve(args []string, stderr io.Writer) int {
 		boot.Error("cannot load config", "path", *path, "error", err.Error())
 		return 1
 	}
-	if strings.EqualFold(os.Getenv("SWITCHBOARD_ENV"), "production") && cfg.Auth.Token == "" {
-		boot.Error("SWITCHBOARD_ENV=production requires auth.token in the config")
+	if strings.EqualFold(os.Getenv("SWITCHBOARD_ENV"), "production") && !cfg.Auth.Enabled() {
+		boot.Error("SWITCHBOARD_ENV=production requires auth.token or gateway keys (auth.keys / auth.keys_file) in the config")
 		return 1
 	}
 	logLevel := new(slog.LevelVar)
@@ -128,9 +160,16 @@ func serve(args []string, stderr io.Writer) int {
 		go servePprof(*pprofAddr, log)
 	}
 
-	srv := server.New(log, nil, nil)
-	srv.Apply(cfg)
 	stateDir := envOr("STATE_DIR", "data/")
+	st, err := store.Open(cfg, stateDir)
+	if err != nil {
+		log.Error("cannot open the store", "backend", cfg.Store.Backend, "error", err.Error())
+		return 1
+	}
+	defer st.Close()
+	srv := server.New(log, nil, nil)
+	srv.Admission = admit.New(st, clock.Real{}, srv.Metrics.Registry)
+	srv.Apply(cfg)
 	if err := srv.LoadState(stateDir); err != nil {
 		log.Warn("ignoring the provider state file", "dir", stateDir, "error", err.Error())
 	}
@@ -157,6 +196,9 @@ func serve(args []string, stderr io.Writer) int {
 			interval = poll.D()
 		}
 		go reloadpkg.Watch(ctx, *path, interval, log, func() { reload("file change") })
+		if kp := cfg.Auth.KeysPath; kp != "" {
+			go reloadpkg.Watch(ctx, kp, interval, log, func() { reload("keys file change") })
+		}
 	}
 	bg := make(chan struct{})
 	go srv.SaveEvery(stateDir, 30*time.Second, bg)

@@ -245,6 +245,12 @@ type Auth struct {
 	KeysPath string              `yaml:"-"`
 }
 
+// Enabled reports whether callers must present a gateway key: a token or
+// any configured key.
+func (a *Auth) Enabled() bool {
+	return a.Token != "" || len(a.Keys) > 0 || len(a.FileKeys) > 0
+}
+
 // KeySpec is the identity a gateway key maps to. The same shape is used in
 // the YAML auth.keys map and in the JSON keys file. An omitted limit is
 // unlimited; an explicit 0 denies.

@@ -251,8 +251,8 @@ func (s *Server) Reload(path string, production bool) (*config.Config, error) {
 	if err != nil {
 		return nil, err
 	}
-	if production && next.Auth.Token == "" {
-		return nil, errors.New("SWITCHBOARD_ENV=production requires auth.token")
+	if production && !next.Auth.Enabled() {
+		return nil, errors.New("SWITCHBOARD_ENV=production requires auth.token or gateway keys")
 	}
 	s.Apply(next)
 	return next, nil
