@@ -2,6 +2,8 @@ package server
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"io"
 	"log/slog"
 	"net/http"
@@ -129,4 +131,9 @@ func mockYAML(model string, providers ...string) string {
 	}
 	b.WriteString("retries: {max_attempts: 2, max_rounds: 2, backoff_base: 0.01, max_backoff: 0.05}\n")
 	return b.String()
+}
+
+func sha256hex(s string) string {
+	h := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(h[:])
 }
