@@ -16,6 +16,11 @@ const (
 	// DefaultBudgetWindowSecs is budget_window_secs when a key omits it.
 	DefaultBudgetWindowSecs = 86400
 
+	defaultRedisCommandTimeout = 500 * time.Millisecond
+	defaultRedisConnectTimeout = time.Second
+	// EnvRedisURL sets or overrides redis.url.
+	EnvRedisURL = "SWITCHBOARD_REDIS_URL"
+
 	// StoreSQLite and StoreMemory are the store.backend values.
 	StoreSQLite = "sqlite"
 	StoreMemory = "memory"
@@ -80,6 +85,13 @@ func (l *loader) applyDefaults(c *Config) {
 	num("limits.penalty_seconds", &c.Limits.PenaltySeconds, defaultPenaltySeconds)
 	str("store.backend", &c.Store.Backend, StoreSQLite)
 	num("spend.max_retained_attempts", &c.Spend.MaxRetainedAttempts, defaultMaxRetainedAttempts)
+	// The environment wins over the file so one config can serve a single
+	// replica and a fleet; an empty variable changes nothing.
+	if v, ok := l.getenv(EnvRedisURL); ok && v != "" {
+		c.Redis.URL, c.Redis.URLFromEnv = v, true
+	}
+	dur("redis.command_timeout", &c.Redis.CommandTimeout, defaultRedisCommandTimeout)
+	dur("redis.connect_timeout", &c.Redis.ConnectTimeout, defaultRedisConnectTimeout)
 
 	b := &c.Health.Breaker
 	if b.Threshold == nil {

@@ -30,6 +30,7 @@ type Config struct {
 	Health      Health               `yaml:"health"`
 	Store       Store                `yaml:"store"`
 	Spend       Spend                `yaml:"spend"`
+	Redis       Redis                `yaml:"redis"`
 	// Pricing overrides the embedded pricing catalog per provider name and
 	// provider model name, field by field.
 	Pricing map[string]map[string]*Price `yaml:"pricing"`
@@ -309,6 +310,27 @@ type Store struct {
 	// by the caller, which knows STATE_DIR).
 	Path string `yaml:"path"`
 }
+
+// Redis shares admission, spend and provider health across replicas. With a
+// URL, the store is Redis (store.backend and store.path are then unused).
+type Redis struct {
+	// URL of the server: redis://[user:password@]host[:port][/db],
+	// rediss:// (TLS) or unix:///path/to/socket. Empty = this process
+	// only. The environment variable SWITCHBOARD_REDIS_URL, when set and
+	// non-empty, replaces it.
+	URL string `yaml:"url"`
+	// CommandTimeout bounds each command, its reply included. Default
+	// 500 ms, range 1 ms..60 s.
+	CommandTimeout Duration `yaml:"command_timeout"`
+	// ConnectTimeout bounds a new connection's setup. Default 1 s, range
+	// 1 ms..60 s.
+	ConnectTimeout Duration `yaml:"connect_timeout"`
+	// URLFromEnv is set when SWITCHBOARD_REDIS_URL supplied URL.
+	URLFromEnv bool `yaml:"-"`
+}
+
+// Enabled reports whether state is shared through Redis.
+func (r *Redis) Enabled() bool { return r.URL != "" }
 
 // Spend configures the spend ledger.
 type Spend struct {

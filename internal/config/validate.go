@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -58,6 +59,7 @@ func (l *loader) validate(c *Config) {
 		l.errAt("store.path", "only used with backend: sqlite (backend is memory)")
 	}
 	l.intRange("spend.max_retained_attempts", int64(c.Spend.MaxRetainedAttempts), 1, 10_000_000)
+	l.validateRedis(&c.Redis)
 
 	b := &c.Health.Breaker
 	l.intRange("health.breaker.threshold", int64(*b.Threshold), 0, 1000)
@@ -86,6 +88,49 @@ func (l *loader) validateLimits(lim *Limits) {
 	l.optRange("limits.rpm", lim.RPM, 0, maxRPM)
 	l.optRange("limits.tpm", lim.TPM, 0, maxTPM)
 	l.intRange("limits.penalty_seconds", int64(lim.PenaltySeconds), 0, 3600)
+}
+
+// validateRedis checks the redis section. The URL may hold a password, so
+// messages show it redacted, or not at all when it does not parse.
+func (l *loader) validateRedis(r *Redis) {
+	l.durRange("redis.command_timeout", r.CommandTimeout, time.Millisecond, time.Minute)
+	l.durRange("redis.connect_timeout", r.ConnectTimeout, time.Millisecond, time.Minute)
+	if r.URL == "" {
+		return
+	}
+	from := ""
+	if r.URLFromEnv {
+		from = " (from " + EnvRedisURL + ")"
+	}
+	const want = "want redis://host:port[/db], rediss://host:port[/db] or unix:///path"
+	u, err := url.Parse(r.URL)
+	if err != nil {
+		l.errAt("redis.url", "%s%s; the value does not parse as a URL", want, from)
+		return
+	}
+	switch u.Scheme {
+	case "redis", "rediss":
+		if u.Hostname() == "" {
+			l.errAt("redis.url", "%s%s; got %q without a host", want, from, u.Redacted())
+			return
+		}
+		if p := u.Port(); p != "" {
+			if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
+				l.errAt("redis.url", "port must be between 1 and 65535%s, got %q", from, p)
+			}
+		}
+		if db := strings.Trim(u.Path, "/"); db != "" {
+			if n, err := strconv.Atoi(db); err != nil || n < 0 {
+				l.errAt("redis.url", "the path selects a database and must be a number such as /0%s, got %q", from, u.Path)
+			}
+		}
+	case "unix":
+		if u.Path == "" {
+			l.errAt("redis.url", "%s%s; got %q without a socket path", want, from, u.Redacted())
+		}
+	default:
+		l.errAt("redis.url", "%s%s; got scheme %q", want, from, u.Scheme)
+	}
 }
 
 // optRange checks an optional integer.
