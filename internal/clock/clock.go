@@ -12,6 +12,9 @@ type Clock interface {
 	Now() time.Time
 	// After fires once d has passed; stop releases it early.
 	After(d time.Duration) (c <-chan time.Time, stop func())
+	// AfterFunc calls f in its own goroutine once d has passed, unless
+	// stop is called first; stop reports whether it prevented the call.
+	AfterFunc(d time.Duration, f func()) (stop func() bool)
 }
 
 // Real is the wall clock.
@@ -24,6 +27,8 @@ func (Real) After(d time.Duration) (<-chan time.Time, func()) {
 	return t.C, func() { t.Stop() }
 }
 
+func (Real) AfterFunc(d time.Duration, f func()) func() bool { return time.AfterFunc(d, f).Stop }
+
 // Fake is a manually advanced clock for tests.
 type Fake struct {
 	mu      sync.Mutex
@@ -34,6 +39,7 @@ type Fake struct {
 type waiter struct {
 	at time.Time
 	c  chan time.Time
+	f  func()
 }
 
 // NewFake returns a Fake reading t.
@@ -66,6 +72,30 @@ func (f *Fake) After(d time.Duration) (<-chan time.Time, func()) {
 	}
 }
 
+// AfterFunc implements Clock: f runs in its own goroutine when Advance
+// passes the deadline.
+func (f *Fake) AfterFunc(d time.Duration, fn func()) func() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	w := &waiter{at: f.now.Add(d), f: fn}
+	if d <= 0 {
+		go fn()
+		return func() bool { return false }
+	}
+	f.waiters = append(f.waiters, w)
+	return func() bool {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		for i, x := range f.waiters {
+			if x == w {
+				f.waiters = append(f.waiters[:i], f.waiters[i+1:]...)
+				return true
+			}
+		}
+		return false
+	}
+}
+
 // Advance moves the clock forward and fires every timer that is due.
 func (f *Fake) Advance(d time.Duration) {
 	f.mu.Lock()
@@ -73,10 +103,13 @@ func (f *Fake) Advance(d time.Duration) {
 	f.now = f.now.Add(d)
 	kept := f.waiters[:0]
 	for _, w := range f.waiters {
-		if !w.at.After(f.now) {
-			w.c <- f.now
-		} else {
+		switch {
+		case w.at.After(f.now):
 			kept = append(kept, w)
+		case w.f != nil:
+			go w.f()
+		default:
+			w.c <- f.now
 		}
 	}
 	f.waiters = kept

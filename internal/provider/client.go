@@ -48,9 +48,8 @@ func NewHTTPClient(o ClientOptions) *http.Client {
 		MaxIdleConns:          1024,
 		MaxIdleConnsPerHost:   256,
 		IdleConnTimeout:       60 * time.Second,
-		// Big enough that a streamed chunk is read in one call.
-		ReadBufferSize:  32 << 10,
-		WriteBufferSize: 32 << 10,
+		// Go's 4 KB defaults: a held stream costs one buffer each way, and
+		// the SSE reader keeps its own.
 	}
 	return &http.Client{
 		Transport: t,
@@ -115,8 +114,13 @@ func ReadErrorBody(body io.ReadCloser) []byte {
 // MaxUnaryBody bounds a buffered (non-streamed) upstream answer.
 const MaxUnaryBody = 32 << 20
 
-// ReadUnary reads a whole unary answer, bounded by MaxUnaryBody.
+// ReadUnary reads a whole unary answer, bounded by MaxUnaryBody. A
+// Buffered body is returned as is.
 func ReadUnary(ctx context.Context, body io.ReadCloser) ([]byte, error) {
+	if b, ok := body.(*Buffered); ok {
+		out, _ := b.Bytes()
+		return out, nil
+	}
 	defer body.Close()
 	var buf bytes.Buffer
 	n, err := buf.ReadFrom(io.LimitReader(body, MaxUnaryBody+1))
@@ -156,4 +160,21 @@ func IsEventStream(ct string) bool {
 }
 
 // NopBody wraps a buffered answer as a Response body.
-func NopBody(b []byte) io.ReadCloser { return io.NopCloser(bytes.NewReader(b)) }
+func NopBody(b []byte) io.ReadCloser { return &Buffered{Reader: bytes.NewReader(b), b: b} }
+
+// JSONBody wraps a buffered answer already checked to be JSON, so the
+// attempt loop neither copies nor re-validates it.
+func JSONBody(b []byte) io.ReadCloser { return &Buffered{Reader: bytes.NewReader(b), b: b, json: true} }
+
+// Buffered is a whole answer held in memory.
+type Buffered struct {
+	*bytes.Reader
+	b    []byte
+	json bool
+}
+
+// Close implements io.Closer.
+func (*Buffered) Close() error { return nil }
+
+// Bytes returns the whole answer and whether it is known to be JSON.
+func (b *Buffered) Bytes() ([]byte, bool) { return b.b, b.json }

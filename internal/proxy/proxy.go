@@ -93,9 +93,9 @@ type Result struct {
 	Header http.Header
 	// Body is the whole unary answer.
 	Body []byte
-	// Held are raw stream events read before the commit, to be written
+	// Held are the stream events read before the commit, to be written
 	// first; Events yields the rest.
-	Held     [][]byte
+	Held     []sse.Event
 	Events   *sse.Reader
 	Attempts []Attempt
 	// FirstToken is when the commit event arrived (streams).
@@ -373,17 +373,12 @@ func (p *Proxy) send(ctx context.Context, c *Call, cand *route.Candidate, req *p
 		limit, why = c.Opts.TTFT, errTTFT
 	}
 	var fired atomic.Bool
-	timer, stopTimer := p.Clock.After(limit)
-	done := make(chan struct{})
-	go func() {
-		select {
-		case <-timer:
-			fired.Store(true)
-			cancel()
-		case <-done:
-		}
-	}()
-	stopWatch := func() { close(done); stopTimer() }
+	// A timer callback, not a goroutine per attempt.
+	stopTimer := p.Clock.AfterFunc(limit, func() {
+		fired.Store(true)
+		cancel()
+	})
+	stopWatch := func() bool { return stopTimer() || !fired.Load() }
 	timeout := func(perr *provider.Error) *provider.Error {
 		if fired.Load() {
 			return &provider.Error{Kind: provider.KindTimeout, Msg: why.Error(), Err: why}
@@ -406,6 +401,10 @@ func (p *Proxy) send(ctx context.Context, c *Call, cand *route.Candidate, req *p
 	}
 	res := &Result{Candidate: cand, Native: native, Status: resp.Status, Header: resp.Header, Sent: sent}
 	if !resp.Stream {
+		checked := false
+		if b, ok := resp.Body.(*provider.Buffered); ok {
+			_, checked = b.Bytes()
+		}
 		body, rerr := provider.ReadUnary(actx, resp.Body)
 		stopWatch()
 		cancel()
@@ -414,7 +413,7 @@ func (p *Proxy) send(ctx context.Context, c *Call, cand *route.Candidate, req *p
 			errors.As(rerr, &perr)
 			return nil, timeout(perr)
 		}
-		if !gjson.ValidBytes(body) {
+		if !checked && !gjson.ValidBytes(body) {
 			// A 200 with HTML or a truncated document is the provider's
 			// failure, not an answer to relay.
 			return nil, &provider.Error{Kind: provider.KindBadResponse, Status: resp.Status, Msg: "upstream answer is not valid JSON"}
@@ -444,7 +443,6 @@ func (p *Proxy) send(ctx context.Context, c *Call, cand *route.Candidate, req *p
 			}
 			return nil, timeout(provider.TransportError(actx, rerr))
 		}
-		raw := append([]byte(nil), ev.Raw...)
 		switch gate(&ev) {
 		case Fail:
 			stopWatch()
@@ -452,13 +450,18 @@ func (p *Proxy) send(ctx context.Context, c *Call, cand *route.Candidate, req *p
 			return nil, &provider.Error{Kind: provider.KindBadResponse, Status: resp.Status, Body: append([]byte(nil), ev.Data...),
 				Msg: "error event before the first token", Err: errStreamError}
 		case Commit:
-			stopWatch()
-			res.Held = append(res.Held, raw)
+			if !stopWatch() {
+				// The timeout fired as the token arrived: the attempt's
+				// context is already canceled.
+				res.Close()
+				return nil, timeout(&provider.Error{Kind: provider.KindTimeout, Msg: why.Error(), Err: why})
+			}
+			res.Held = append(res.Held, ev.Clone())
 			res.FirstToken = p.Clock.Now()
 			return res, nil
 		}
-		res.Held = append(res.Held, raw)
-		held += len(raw)
+		res.Held = append(res.Held, ev.Clone())
+		held += len(ev.Raw)
 		if held > maxHeld {
 			stopWatch()
 			res.FirstToken = p.Clock.Now()

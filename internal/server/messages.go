@@ -1,7 +1,6 @@
 package server
 
 import (
-	"bytes"
 	"errors"
 	"io"
 	"net/http"
@@ -97,12 +96,12 @@ func (s *Server) handleMessages(w http.ResponseWriter, r *http.Request) {
 		}
 		return write(evs), nil
 	}
-	for _, raw := range res.Held {
-		ev, _ := sse.NewReader(bytes.NewReader(raw)).Next()
+	for i := range res.Held {
+		ev := &res.Held[i]
 		if st != nil {
-			st.See(&ev, res.FirstToken)
+			st.See(ev, res.FirstToken)
 		}
-		if ok, err := feed(&ev); err != nil || !ok {
+		if ok, err := feed(ev); err != nil || !ok {
 			if err != nil {
 				s.streamError(w, r, res, err)
 			}

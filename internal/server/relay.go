@@ -104,20 +104,21 @@ type streamTail interface {
 // flushed, feeding st when tracking is on. It returns nil at a clean end,
 // errClientGone when the client left, or the upstream's error.
 func (s *Server) pump(sw *sse.Writer, res *proxy.Result, tail streamTail, st *track.Stream) error {
-	for _, raw := range res.Held {
-		if tail != nil || st != nil {
-			ev, _ := sse.NewReader(bytes.NewReader(raw)).Next()
-			if tail != nil {
-				tail.See(&ev)
-			}
-			if st != nil {
-				st.See(&ev, res.FirstToken)
-			}
+	// Held events go out together: one flush for the status line, headers
+	// and everything up to the first token.
+	for i := range res.Held {
+		ev := &res.Held[i]
+		if tail != nil {
+			tail.See(ev)
 		}
-		if err := sw.Raw(raw); err != nil {
+		if st != nil {
+			st.See(ev, res.FirstToken)
+		}
+		if err := sw.Write(ev.Raw); err != nil {
 			return errClientGone
 		}
 	}
+	sw.Flush()
 	for {
 		ev, err := res.Events.Next()
 		if err != nil {

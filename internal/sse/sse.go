@@ -4,7 +4,6 @@
 package sse
 
 import (
-	"bufio"
 	"bytes"
 	"errors"
 	"io"
@@ -32,29 +31,52 @@ type Event struct {
 	Comments [][]byte
 }
 
+// Clone copies the event out of the reader's scratch space, so that it
+// outlives the next call to Next.
+func (e *Event) Clone() Event {
+	c := Event{Name: e.Name, Raw: append([]byte(nil), e.Raw...)}
+	if e.Data != nil {
+		c.Data = append([]byte(nil), e.Data...)
+	}
+	for _, x := range e.Comments {
+		c.Comments = append(c.Comments, append([]byte(nil), x...))
+	}
+	return c
+}
+
 // Done reports whether this is OpenAI's terminal `data: [DONE]`.
 func (e *Event) Done() bool { return bytes.Equal(e.Data, doneData) }
 
 var doneData = []byte("[DONE]")
 
-// Reader reads events from a stream.
+// Reader reads events from a stream. It scans lines in bulk over its own
+// buffer and reuses its scratch space, so relaying an event costs a few
+// copies and no allocation.
 type Reader struct {
-	br  *bufio.Reader
-	raw []byte
+	src  io.Reader
+	buf  []byte
+	r, w int // unread bytes are buf[r:w]
+	err  error
+	raw  []byte
+	data []byte
+	com  [][]byte
 }
+
+// readSize is the read buffer: big enough for typical chunks, small enough
+// to hold thousands of streams.
+const readSize = 4 << 10
 
 // NewReader reads events from r.
 func NewReader(r io.Reader) *Reader {
-	return &Reader{br: bufio.NewReaderSize(r, 16<<10)}
+	return &Reader{src: r, buf: make([]byte, readSize)}
 }
 
 // Next returns the next event. Slices in the event are valid until the next
 // call. At a clean end of stream it returns io.EOF; a stream cut inside an
 // event returns the partial event's bytes with io.ErrUnexpectedEOF.
 func (r *Reader) Next() (Event, error) {
-	r.raw = r.raw[:0]
+	r.raw, r.data, r.com = r.raw[:0], r.data[:0], r.com[:0]
 	var ev Event
-	var data []byte
 	haveData := false
 	for {
 		line, err := r.readLine()
@@ -65,9 +87,8 @@ func (r *Reader) Next() (Event, error) {
 				}
 				// A final event without its blank line: deliver it, since
 				// many servers end the stream right after the last data line.
-				if haveData || ev.Name != "" || len(ev.Comments) > 0 {
-					ev.Raw, ev.Data = r.raw, data
-					return ev, nil
+				if haveData || ev.Name != "" || len(r.com) > 0 {
+					return r.event(ev, haveData), nil
 				}
 				ev.Raw = r.raw
 				return ev, io.ErrUnexpectedEOF
@@ -76,14 +97,12 @@ func (r *Reader) Next() (Event, error) {
 			return ev, err
 		}
 		if len(line) == 0 {
-			if !haveData && ev.Name == "" && len(ev.Comments) == 0 {
-				// Stray blank lines between events: skip, but keep the
-				// relay byte-exact by not reporting an empty event.
+			if !haveData && ev.Name == "" && len(r.com) == 0 {
+				// Stray blank lines between events are skipped.
 				r.raw = r.raw[:0]
 				continue
 			}
-			ev.Raw, ev.Data = r.raw, data
-			return ev, nil
+			return r.event(ev, haveData), nil
 		}
 		field, value := line, []byte(nil)
 		if i := bytes.IndexByte(line, ':'); i >= 0 {
@@ -94,12 +113,12 @@ func (r *Reader) Next() (Event, error) {
 		}
 		switch string(field) {
 		case "":
-			ev.Comments = append(ev.Comments, value)
+			r.com = append(r.com, value)
 		case "data":
 			if haveData {
-				data = append(data, '\n')
+				r.data = append(r.data, '\n')
 			}
-			data = append(data, value...)
+			r.data = append(r.data, value...)
 			haveData = true
 		case "event":
 			ev.Name = string(value)
@@ -107,49 +126,105 @@ func (r *Reader) Next() (Event, error) {
 	}
 }
 
+func (r *Reader) event(ev Event, haveData bool) Event {
+	ev.Raw = r.raw
+	if haveData {
+		ev.Data = r.data
+	}
+	if len(r.com) > 0 {
+		ev.Comments = r.com
+	}
+	return ev
+}
+
 // readLine appends the next line (with its ending) to r.raw and returns it
-// without the ending. CR, LF and CRLF all end a line.
+// without the ending. CR, LF and CRLF all end a line. The returned slice
+// points into r.raw.
 func (r *Reader) readLine() ([]byte, error) {
-	start := len(r.raw)
+	scanned := 0 // leading bytes of buf[r.r:r.w] known to hold no line end
 	for {
-		b, err := r.br.ReadByte()
-		if err != nil {
-			if err == io.EOF && len(r.raw) > start {
+		if i := lineEnd(r.buf[r.r+scanned : r.w]); i >= 0 {
+			end := r.r + scanned + i
+			n := 1
+			if r.buf[end] == '\r' {
+				if end+1 == r.w && r.err == nil {
+					// Whether LF follows the CR is in the next read.
+					scanned = end - r.r
+					_ = r.fill()
+					continue
+				}
+				if end+1 < r.w && r.buf[end+1] == '\n' {
+					n = 2
+				}
+			}
+			start := len(r.raw)
+			r.raw = append(r.raw, r.buf[r.r:end+n]...)
+			r.r = end + n
+			if len(r.raw) > MaxEventSize {
+				return nil, ErrTooLong
+			}
+			return r.raw[start : len(r.raw)-n], nil
+		}
+		scanned = r.w - r.r
+		if len(r.raw)+scanned > MaxEventSize {
+			return nil, ErrTooLong
+		}
+		if err := r.fill(); err != nil {
+			if err == io.EOF && r.w > r.r {
+				// A last line without its ending.
+				start := len(r.raw)
+				r.raw = append(r.raw, r.buf[r.r:r.w]...)
+				r.r = r.w
 				return r.raw[start:], nil
 			}
 			return nil, err
 		}
-		switch b {
-		case '\n':
-			r.raw = append(r.raw, b)
-			return r.raw[start : len(r.raw)-1], nil
-		case '\r':
-			r.raw = append(r.raw, b)
-			line := r.raw[start : len(r.raw)-1]
-			if nb, err := r.br.Peek(1); err == nil && nb[0] == '\n' {
-				_, _ = r.br.ReadByte()
-				r.raw = append(r.raw, '\n')
-			}
-			return line, nil
+	}
+}
+
+// lineEnd finds the first CR or LF. Two vectorised byte searches beat one
+// scan for either byte, and CR is rare.
+func lineEnd(b []byte) int {
+	n := bytes.IndexByte(b, '\n')
+	limit := b
+	if n >= 0 {
+		limit = b[:n]
+	}
+	if c := bytes.IndexByte(limit, '\r'); c >= 0 {
+		return c
+	}
+	return n
+}
+
+// fill reads more bytes into the buffer, keeping unread ones.
+func (r *Reader) fill() error {
+	if r.err != nil {
+		return r.err
+	}
+	if r.r > 0 {
+		n := copy(r.buf, r.buf[r.r:r.w])
+		r.r, r.w = 0, n
+	}
+	if r.w == len(r.buf) {
+		nb := make([]byte, 2*len(r.buf))
+		copy(nb, r.buf[:r.w])
+		r.buf = nb
+	}
+	for tries := 0; tries < 100; tries++ {
+		n, err := r.src.Read(r.buf[r.w:])
+		r.w += n
+		if err != nil {
+			r.err = err
 		}
-		r.raw = append(r.raw, b)
-		if len(r.raw) > MaxEventSize {
-			return nil, ErrTooLong
+		if n > 0 {
+			return nil
 		}
-		// Copy the rest of a long line in one step instead of byte by byte.
-		if chunk, _ := r.br.Peek(r.br.Buffered()); len(chunk) > 0 {
-			if i := bytes.IndexAny(chunk, "\r\n"); i > 0 {
-				r.raw = append(r.raw, chunk[:i]...)
-				_, _ = r.br.Discard(i)
-			} else if i < 0 {
-				r.raw = append(r.raw, chunk...)
-				_, _ = r.br.Discard(len(chunk))
-			}
-			if len(r.raw) > MaxEventSize {
-				return nil, ErrTooLong
-			}
+		if err != nil {
+			return err
 		}
 	}
+	r.err = io.ErrNoProgress
+	return r.err
 }
 
 // Writer writes events to a client and flushes after each one, so that no
@@ -165,7 +240,14 @@ func NewWriter(w io.Writer) *Writer {
 	return &Writer{w: w, f: f}
 }
 
-// Raw writes bytes that already form whole events.
+// Write writes bytes that form whole events without flushing; Flush
+// sends them.
+func (w *Writer) Write(b []byte) error {
+	_, err := w.w.Write(b)
+	return err
+}
+
+// Raw writes bytes that already form whole events, and flushes.
 func (w *Writer) Raw(b []byte) error {
 	if _, err := w.w.Write(b); err != nil {
 		return err

@@ -107,20 +107,26 @@ func (s *Stream) token(now time.Time) {
 
 func (s *Stream) seeChat(data []byte, now time.Time) {
 	r := gjson.ParseBytes(data)
-	for _, c := range r.Get("choices").Array() {
-		d := c.Get("delta")
+	r.Get("choices").ForEach(func(_, c gjson.Result) bool {
 		if s.proto == Completions {
 			if c.Get("text").String() != "" {
 				s.content(now)
 			}
-			continue
+			return true
 		}
+		d := c.Get("delta")
 		if d.Get("reasoning_content").String() != "" || d.Get("reasoning").String() != "" || d.Get("thinking").String() != "" {
 			s.thinking(now)
 		}
 		if d.Get("content").String() != "" || d.Get("tool_calls").Exists() || d.Get("refusal").String() != "" {
 			s.content(now)
 		}
+		return true
+	})
+	// Usage and server timing come once, at the end: look only when the
+	// chunk mentions them.
+	if !bytes.Contains(data, usageKey) && !bytes.Contains(data, perfKey) {
+		return
 	}
 	if u := r.Get("usage"); u.IsObject() {
 		s.Usage = openAIUsage(u)
@@ -142,6 +148,11 @@ func (s *Stream) seeChat(data []byte, now time.Time) {
 		s.serverSeconds = v.Float()
 	}
 }
+
+var (
+	usageKey = []byte(`"usage"`)
+	perfKey  = []byte(`"perf_metrics"`)
+)
 
 func openAIUsage(u gjson.Result) Usage {
 	return Usage{

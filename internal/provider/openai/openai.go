@@ -63,5 +63,5 @@ func (p *Provider) Send(ctx context.Context, req *provider.Request) (*provider.R
 		return nil, &provider.Error{Kind: provider.KindBadResponse, Status: resp.StatusCode,
 			Msg: "upstream answered 200 with a body that is not JSON"}
 	}
-	return &provider.Response{Status: resp.StatusCode, Header: resp.Header, Body: provider.NopBody(body)}, nil
+	return &provider.Response{Status: resp.StatusCode, Header: resp.Header, Body: provider.JSONBody(body)}, nil
 }

@@ -1,0 +1,101 @@
+package track
+
+import (
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"switchboard/internal/sse"
+)
+
+func events(t *testing.T, stream string) []sse.Event {
+	t.Helper()
+	r := sse.NewReader(strings.NewReader(stream))
+	var out []sse.Event
+	for {
+		ev, err := r.Next()
+		if err != nil {
+			return out
+		}
+		out = append(out, ev.Clone())
+	}
+}
+
+func TestStream(t *testing.T) {
+	chunk := func(delta string) string {
+		return `data: {"choices":[{"index":0,"delta":` + delta + `}]}` + "\n\n"
+	}
+	tests := []struct {
+		name                      string
+		proto                     Protocol
+		stream                    string
+		content, thinking, tokens int
+		totalTPS                  float64 // 0 = check arrival-based > 0
+		server                    bool
+		clean                     bool
+		usage                     Usage
+	}{
+		{"chat arrival timing", Chat,
+			chunk(`{"role":"assistant","content":""}`) + chunk(`{"content":"a"}`) + chunk(`{"content":"b"}`) + chunk(`{"content":"c"}`) + "data: [DONE]\n\n",
+			3, 0, 3, 0, false, true, Usage{}},
+		{"reasoning then content with usage", Chat,
+			chunk(`{"reasoning_content":"hm"}`) + chunk(`{"reasoning_content":"m"}`) + chunk(`{"content":"x"}`) +
+				`data: {"choices":[],"usage":{"prompt_tokens":7,"completion_tokens":9,"prompt_tokens_details":{"cached_tokens":2},"completion_tokens_details":{"reasoning_tokens":2}}}` + "\n\ndata: [DONE]\n\n",
+			1, 2, 9, 0, false, true, Usage{Input: 7, Output: 9, CacheRead: 2, Reasoning: 2, Known: true}},
+		{"usage tokens_per_second wins", Chat,
+			chunk(`{"content":"a"}`) + chunk(`{"content":"b"}`) + `data: {"choices":[],"usage":{"prompt_tokens":1,"completion_tokens":2,"tokens_per_second":321.5}}` + "\n\n",
+			2, 0, 2, 321.5, true, false, Usage{Input: 1, Output: 2, Known: true}},
+		{"groq completion_time", Chat,
+			chunk(`{"content":"a"}`) + `data: {"choices":[],"x_groq":{"usage":{"prompt_tokens":3,"completion_tokens":50,"completion_time":0.25}}}` + "\n\n",
+			1, 0, 50, 200, true, false, Usage{Input: 3, Output: 50, Known: true}},
+		{"fireworks perf_metrics", Chat,
+			chunk(`{"content":"a"}`) + `data: {"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":40},"perf_metrics":{"generation-duration":0.5}}` + "\n\n",
+			1, 0, 40, 80, true, false, Usage{Input: 3, Output: 40, Known: true}},
+		{"vllm energy comment", Chat,
+			chunk(`{"content":"a"}`) + chunk(`{"content":"b"}`) + ": energy {\"duration_seconds\": 0.1}\n\n" + "data: [DONE]\n\n",
+			2, 0, 2, 20, true, true, Usage{}},
+		{"anthropic native", Messages,
+			"event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"usage\":{\"input_tokens\":5,\"cache_read_input_tokens\":3}}}\n\n" +
+				"event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"delta\":{\"type\":\"thinking_delta\",\"thinking\":\"x\"}}\n\n" +
+				"event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"delta\":{\"type\":\"text_delta\",\"text\":\"y\"}}\n\n" +
+				"event: message_delta\ndata: {\"type\":\"message_delta\",\"usage\":{\"output_tokens\":12}}\n\n" +
+				"event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n",
+			1, 1, 12, 0, false, true, Usage{Input: 8, Output: 12, CacheRead: 3, Known: true}},
+		{"responses", Responses,
+			"event: response.output_text.delta\ndata: {\"type\":\"response.output_text.delta\",\"delta\":\"a\"}\n\n" +
+				"event: response.completed\ndata: {\"type\":\"response.completed\",\"response\":{\"usage\":{\"input_tokens\":4,\"output_tokens\":6}}}\n\n",
+			1, 0, 6, 0, false, true, Usage{Input: 4, Output: 6, Known: true}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			start := time.Unix(100, 0)
+			st := NewStream(tc.proto, start)
+			now := start.Add(200 * time.Millisecond)
+			for _, ev := range events(t, tc.stream) {
+				st.See(&ev, now)
+				now = now.Add(10 * time.Millisecond)
+			}
+			r := st.Result()
+			if r.Content != tc.content || r.Thinking != tc.thinking || r.Tokens != tc.tokens || st.Clean != tc.clean || st.Usage != tc.usage {
+				t.Fatalf("result %+v clean %v usage %+v", r, st.Clean, st.Usage)
+			}
+			if r.TTFT < 200*time.Millisecond || r.TTFT > 220*time.Millisecond {
+				t.Fatalf("ttft %v", r.TTFT)
+			}
+			if r.ServerTiming != tc.server || (tc.totalTPS > 0 && math.Abs(r.TotalTPS-tc.totalTPS) > 1e-6) || (tc.totalTPS == 0 && tc.content+tc.thinking > 1 && r.TotalTPS <= 0) {
+				t.Fatalf("tps %v server %v", r.TotalTPS, r.ServerTiming)
+			}
+		})
+	}
+}
+
+func TestUnary(t *testing.T) {
+	u := Unary(Chat, []byte(`{"usage":{"prompt_tokens":3,"completion_tokens":4}}`))
+	if u != (Usage{Input: 3, Output: 4, Known: true}) {
+		t.Fatalf("%+v", u)
+	}
+	if u := Unary(Chat, []byte(`{"choices":[]}`)); u.Known {
+		t.Fatal("usage invented")
+	}
+}
