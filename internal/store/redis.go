@@ -1,0 +1,502 @@
+package store
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9/maintnotifications"
+
+	"switchboard/internal/limit"
+)
+
+// The scripts live beside this file. Each is the common helpers followed
+// by one decision; go-redis runs them with EVALSHA and, when the server
+// answers NOSCRIPT (a restart or SCRIPT FLUSH emptied its cache), sends
+// the source once with EVAL. NOSCRIPT means nothing ran, so that second
+// send is not a replay.
+var (
+	//go:embed redis_common.lua
+	luaCommon string
+	//go:embed redis_admit.lua
+	luaAdmit string
+	//go:embed redis_settle.lua
+	luaSettle string
+	//go:embed redis_penalize.lua
+	luaPenalize string
+	//go:embed redis_peek.lua
+	luaPeek string
+	//go:embed redis_usage.lua
+	luaUsage string
+	//go:embed redis_health.lua
+	luaHealth string
+	//go:embed redis_health_fetch.lua
+	luaHealthFetch string
+
+	scriptAdmit       = redis.NewScript(luaCommon + luaAdmit)
+	scriptSettle      = redis.NewScript(luaCommon + luaSettle)
+	scriptPenalize    = redis.NewScript(luaCommon + luaPenalize)
+	scriptPeek        = redis.NewScript(luaCommon + luaPeek)
+	scriptUsage       = redis.NewScript(luaCommon + luaUsage)
+	scriptHealth      = redis.NewScript(luaCommon + luaHealth)
+	scriptHealthFetch = redis.NewScript(luaCommon + luaHealthFetch)
+)
+
+// KeyPrefix starts every key this package writes.
+const KeyPrefix = "switchboard:"
+
+// Defaults of RedisOptions.
+const (
+	DefaultRedisCommandTimeout = 500 * time.Millisecond
+	DefaultRedisConnectTimeout = time.Second
+	defaultRedisProbe          = 250 * time.Millisecond
+	// maxLocalIDs bounds the attempts remembered as admitted by the
+	// in-process fallback (their settlements go there too).
+	maxLocalIDs = 100_000
+)
+
+// ErrUnavailable is returned while Redis does not answer: for a budgeted
+// admission (spend fails closed), a settlement (the reservation stays),
+// and a usage read.
+var ErrUnavailable = errors.New("shared state (redis) is unavailable")
+
+// RedisOptions configure OpenRedis.
+type RedisOptions struct {
+	// URL: redis://, rediss:// or unix://.
+	URL string
+	// CommandTimeout bounds each command with its reply; ConnectTimeout a
+	// new connection. Zero takes the defaults (500 ms, 1 s).
+	CommandTimeout, ConnectTimeout time.Duration
+	// ProbeInterval is how often an unavailable Redis is pinged. Default
+	// 250 ms.
+	ProbeInterval time.Duration
+	// Log receives the unavailable/back transitions (nil: slog.Default).
+	Log *slog.Logger
+}
+
+// Redis is a Store shared by every replica that points at the same
+// server: provider and tenant buckets, rolling-day counters, spend windows
+// and attempt records, each decision one Lua script run atomically on
+// Redis TIME. Health returns the fleet-wide provider health backend over
+// the same connection pool.
+//
+// Failure semantics: a command that fails or times out is never replayed
+// (go-redis retries are off) and never read as "nothing charged". While
+// Redis is unavailable, unbudgeted admissions fall back to in-process
+// buckets (rates fail open: each replica then enforces the full limit on
+// its own), budgeted ones return ErrUnavailable (spend fails closed: the
+// gateway answers 503), settlements return ErrUnavailable (a hold stays
+// where it was), and one warning is logged; a background PING notices when
+// Redis answers again, and the next decision goes back to it.
+type Redis struct {
+	c   *redis.Client
+	o   RedisOptions
+	log *slog.Logger
+	// mem is the in-process fallback: unbudgeted admissions and their
+	// settlements while Redis is away, and every penalty (cheap, and it
+	// keeps the fallback as strict as it can be).
+	mem Store
+
+	down      atomic.Bool
+	done      chan struct{}
+	closeOnce sync.Once
+	lastReply atomic.Int64 // unix ns of the last logged error reply
+
+	mu       sync.Mutex
+	localIDs map[string]int64 // attempt id → unix s after which it is forgotten
+}
+
+// OpenRedis connects to Redis. An unreachable server is not an error: the
+// store starts unavailable (as above) and follows the server once it
+// answers, so a replica boots even while Redis is down. A URL that does
+// not parse is an error.
+func OpenRedis(o RedisOptions) (*Redis, error) {
+	ro, err := redis.ParseURL(o.URL)
+	if err != nil {
+		return nil, fmt.Errorf("redis url: %w", err)
+	}
+	if o.CommandTimeout <= 0 {
+		o.CommandTimeout = DefaultRedisCommandTimeout
+	}
+	if o.ConnectTimeout <= 0 {
+		o.ConnectTimeout = DefaultRedisConnectTimeout
+	}
+	if o.ProbeInterval <= 0 {
+		o.ProbeInterval = defaultRedisProbe
+	}
+	if o.Log == nil {
+		o.Log = slog.Default()
+	}
+	// Retries off: a command whose reply was lost may have run, so sending
+	// it again could debit twice. Bounded dial, read, write and pool waits,
+	// so no call outlives CommandTimeout (plus ConnectTimeout for a new
+	// connection). RESP2 and no identity or maintenance handshakes keep a
+	// new connection to one round trip of AUTH/SELECT at most.
+	ro.MaxRetries = -1
+	ro.DialTimeout = o.ConnectTimeout
+	ro.DialerRetries = 1
+	ro.ReadTimeout = o.CommandTimeout
+	ro.WriteTimeout = o.CommandTimeout
+	ro.PoolTimeout = o.CommandTimeout
+	ro.ContextTimeoutEnabled = true
+	ro.Protocol = 2
+	ro.DisableIdentity = true
+	ro.MaintNotificationsConfig = &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
+	r := &Redis{c: redis.NewClient(ro), o: o, log: o.Log, mem: NewMemory(), done: make(chan struct{}),
+		localIDs: map[string]int64{}}
+	ctx, cancel := context.WithTimeout(context.Background(), o.ConnectTimeout+o.CommandTimeout)
+	defer cancel()
+	if err := r.c.Ping(ctx).Err(); err != nil {
+		r.failed(context.Background(), err)
+	}
+	return r, nil
+}
+
+// Available reports whether the last command reached Redis.
+func (r *Redis) Available() bool { return !r.down.Load() }
+
+func (r *Redis) cmdCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, r.o.CommandTimeout)
+}
+
+// failed classifies a command's error. The caller leaving is nobody's
+// fault; an error reply means Redis answered (logged, rate-limited);
+// anything else (refused, reset, timeout, pool exhausted) marks Redis
+// unavailable and starts the probe, with one warning per outage.
+func (r *Redis) failed(ctx context.Context, err error) {
+	if ctx.Err() != nil {
+		return
+	}
+	var reply redis.Error
+	if errors.As(err, &reply) {
+		now := time.Now().UnixNano()
+		if last := r.lastReply.Load(); now-last > int64(10*time.Second) && r.lastReply.CompareAndSwap(last, now) {
+			r.log.Error("redis refused a command", "error", err.Error())
+		}
+		return
+	}
+	if r.down.CompareAndSwap(false, true) {
+		r.log.Warn("redis is unavailable: provider rate limits and health fall back to this process, "+
+			"budgeted requests get 503 until it answers", "error", err.Error())
+		go r.probe()
+	}
+}
+
+// probe pings until Redis answers, then hands decisions back to it.
+func (r *Redis) probe() {
+	t := time.NewTicker(r.o.ProbeInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-r.done:
+			return
+		case <-t.C:
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), r.o.CommandTimeout)
+		err := r.c.Ping(ctx).Err()
+		cancel()
+		if err == nil {
+			r.down.Store(false)
+			r.log.Info("redis answers again: shared rate limits, spend and health resumed")
+			return
+		}
+	}
+}
+
+// run executes a script unless Redis is known to be away.
+func (r *Redis) run(ctx context.Context, s *redis.Script, keys []string, args ...any) (any, error) {
+	if r.down.Load() {
+		return nil, ErrUnavailable
+	}
+	cctx, cancel := r.cmdCtx(ctx)
+	defer cancel()
+	v, err := s.Run(cctx, r.c, keys, args...).Result()
+	if err != nil {
+		r.failed(ctx, err)
+		return nil, err
+	}
+	return v, nil
+}
+
+func bucketKey(k string) string       { return KeyPrefix + "b:" + k }
+func penaltyKey(g string) string      { return KeyPrefix + "pen:" + g }
+func recordKey(id string) string      { return KeyPrefix + "a:" + id }
+func dailyKey(t string) string        { return KeyPrefix + "d:" + t }
+func dailyMinutesKey(t string) string { return KeyPrefix + "dm:" + t }
+func healthKey(p string) string       { return KeyPrefix + "h:" + p }
+
+// windowPrefix names a tenant's windows of secs; ":<start>" completes it.
+// The start is numeric, so tenants containing ':' cannot collide.
+func windowPrefix(t string, secs int64) string {
+	return KeyPrefix + "w:" + t + ":" + strconv.FormatInt(secs, 10)
+}
+
+const attemptsKey = KeyPrefix + "attempts"
+
+func i64(v int64) string { return strconv.FormatInt(v, 10) }
+
+func flag(b bool) string {
+	if b {
+		return "1"
+	}
+	return "0"
+}
+
+func windowSecs(s int64) int64 {
+	if s <= 0 {
+		return 86400
+	}
+	return s
+}
+
+// micros is a bucket window in µs, at least 1 (the scripts divide by it).
+func micros(d time.Duration) int64 { return max(d.Microseconds(), 1) }
+
+// Admit implements Store with one script (redis_admit.lua).
+func (r *Redis) Admit(ctx context.Context, a *Admission) (*Decision, error) {
+	secs := windowSecs(a.WindowSecs)
+	keys := make([]string, 0, 5+2*len(a.Debits))
+	keys = append(keys, attemptsKey, recordKey(a.ID), dailyKey(a.Tenant), dailyMinutesKey(a.Tenant), windowPrefix(a.Tenant, secs))
+	args := make([]any, 0, 16+4*len(a.Debits))
+	args = append(args, a.ID, a.Tenant, a.Provider, a.Model, len(a.Debits), i64(a.DailyLimit), i64(a.EstTokens),
+		i64(secs), flag(a.Budgeted), i64(a.Budget), i64(a.Hold), flag(a.HoldRemaining), a.MaxRetained,
+		i64(int64(Retention/time.Second)), DailyMinutes, reclaimBatch)
+	for _, d := range a.Debits {
+		pen := penaltyKey(d.Group)
+		if d.Group == "" {
+			pen = bucketKey(d.Key) // a placeholder: never read without a group
+		}
+		keys = append(keys, bucketKey(d.Key), pen)
+		args = append(args, i64(d.Rate.Limit), i64(micros(d.Rate.Window)), i64(d.Cost), flag(d.Group != ""))
+	}
+	v, err := r.run(ctx, scriptAdmit, keys, args...)
+	if err != nil {
+		return r.fallbackAdmit(ctx, a)
+	}
+	d, err := decodeDecision(v, a)
+	if err != nil {
+		// A reply of the wrong shape: the script may have applied it, so
+		// this is an uncertain outcome, not a refusal.
+		r.log.Error("redis admission reply unreadable", "error", err.Error())
+		return nil, err
+	}
+	return d, nil
+}
+
+// fallbackAdmit decides without Redis: in process for an unbudgeted
+// attempt, refused for a budgeted one.
+func (r *Redis) fallbackAdmit(ctx context.Context, a *Admission) (*Decision, error) {
+	if a.Budgeted {
+		return nil, ErrUnavailable
+	}
+	d, err := r.mem.Admit(ctx, a)
+	if err == nil && d.Refused == Admitted {
+		r.remember(a.ID, a.Now)
+	}
+	return d, err
+}
+
+func (r *Redis) remember(id string, now time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.localIDs) >= maxLocalIDs {
+		for k, exp := range r.localIDs {
+			if exp < now.Unix() {
+				delete(r.localIDs, k)
+			}
+		}
+		if len(r.localIDs) >= maxLocalIDs {
+			return // its settlement goes to Redis: token corrections only
+		}
+	}
+	r.localIDs[id] = now.Add(Retention).Unix()
+}
+
+// local reports whether the fallback admitted id, forgetting it at a
+// final settlement.
+func (r *Redis) local(id string, final bool) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	_, ok := r.localIDs[id]
+	if ok && final {
+		delete(r.localIDs, id)
+	}
+	return ok
+}
+
+// ints reads an array reply of integers.
+func ints(v any) ([]int64, bool) {
+	xs, ok := v.([]any)
+	if !ok {
+		return nil, false
+	}
+	out := make([]int64, len(xs))
+	for i, x := range xs {
+		n, ok := x.(int64)
+		if !ok {
+			return nil, false
+		}
+		out[i] = n
+	}
+	return out, true
+}
+
+func us(n int64) time.Duration { return time.Duration(n) * time.Microsecond }
+
+func decodeDecision(v any, a *Admission) (*Decision, error) {
+	xs, ok := v.([]any)
+	if !ok || len(xs) != 13 {
+		return nil, fmt.Errorf("admit reply %T of %d elements", v, len(xs))
+	}
+	head, ok := ints(xs[:11])
+	if !ok {
+		return nil, errors.New("admit reply: non-integer head")
+	}
+	refusal, ok1 := ints(xs[11])
+	snapsRaw, ok2 := xs[12].([]any)
+	if !ok1 || !ok2 {
+		return nil, errors.New("admit reply: malformed snapshots")
+	}
+	now := time.UnixMicro(head[3])
+	d := &Decision{Refused: Refused(head[0]), Index: int(head[1]), Wait: us(head[2]), Minute: head[4],
+		WindowStart: head[5], Held: head[6], Spent: head[7], Recorded: head[8] == 1}
+	reqs, oldest := head[9], head[10]
+	switch d.Refused {
+	case Admitted:
+		d.Snapshots = make([]limit.Snapshot, len(snapsRaw))
+		for i, s := range snapsRaw {
+			n, ok := ints(s)
+			if !ok || len(n) != 3 {
+				return nil, errors.New("admit reply: malformed snapshot")
+			}
+			d.Snapshots[i] = limit.Snapshot{Limit: n[0], Remaining: n[1], Reset: us(n[2])}
+		}
+		if len(d.Snapshots) != len(a.Debits) {
+			return nil, errors.New("admit reply: snapshot count")
+		}
+		d.Daily = limit.Snapshot{Limit: limit.Unlimited}
+		if a.DailyLimit >= 0 {
+			d.Daily = limit.Snapshot{Limit: a.DailyLimit, Remaining: max(a.DailyLimit-reqs-1, 0),
+				Reset: DailyExpiry(oldest).Sub(now)}
+		}
+	case RefusedRate:
+		if len(refusal) != 5 || d.Index < 0 || d.Index >= len(a.Debits) {
+			return nil, errors.New("admit reply: malformed refusal")
+		}
+		d.Snapshot = limit.Snapshot{Limit: refusal[0], Remaining: refusal[1], Reset: us(refusal[2]),
+			Wait: us(refusal[3]), Penalized: refusal[4] == 1}
+	case RefusedDaily:
+		d.Daily = limit.Snapshot{Limit: a.DailyLimit, Remaining: 0, Reset: d.Wait, Wait: d.Wait}
+	case RefusedBudget, RefusedFull:
+	default:
+		return nil, fmt.Errorf("admit reply: unknown outcome %d", d.Refused)
+	}
+	return d, nil
+}
+
+// Settle implements Store with one script (redis_settle.lua). An attempt
+// the fallback admitted settles there; otherwise an unavailable Redis is
+// an error and nothing changes, so the reservation stays held.
+func (r *Redis) Settle(ctx context.Context, st *Settlement) error {
+	if r.local(st.ID, st.Final) {
+		return r.mem.Settle(ctx, st)
+	}
+	secs := windowSecs(st.WindowSecs)
+	keys := make([]string, 0, 5+len(st.Adjust))
+	keys = append(keys, attemptsKey, recordKey(st.ID), dailyKey(st.Tenant), dailyMinutesKey(st.Tenant),
+		windowPrefix(st.Tenant, secs)+":"+i64(st.WindowStart))
+	tk := Tokens{}
+	if st.Tokens != nil {
+		tk = *st.Tokens
+	}
+	args := make([]any, 0, 19+3*len(st.Adjust))
+	args = append(args, i64(st.ReservedDelta), i64(st.SettledDelta), i64(st.Minute), i64(st.TokenDelta), st.State,
+		flag(st.Tokens != nil), i64(tk.Input), i64(tk.Output), i64(tk.CacheRead), i64(tk.CacheWrite), i64(tk.Reasoning),
+		i64(st.Held), i64(st.Cost), flag(st.Final), i64(int64(Retention/time.Second)), DailyMinutes,
+		i64(st.WindowStart+secs+2*86400), st.ID, len(st.Adjust))
+	for _, d := range st.Adjust {
+		keys = append(keys, bucketKey(d.Key))
+		args = append(args, i64(d.Rate.Limit), i64(micros(d.Rate.Window)), i64(d.Cost))
+	}
+	_, err := r.run(ctx, scriptSettle, keys, args...)
+	return err
+}
+
+// Penalize implements Store: in process always (so the fallback honours
+// it too), and in Redis for the fleet. The end is sent as a duration and
+// placed on Redis TIME.
+func (r *Redis) Penalize(ctx context.Context, now time.Time, group string, until time.Time) error {
+	_ = r.mem.Penalize(ctx, now, group, until)
+	d := until.Sub(now)
+	if d <= 0 {
+		return nil
+	}
+	_, err := r.run(ctx, scriptPenalize, []string{penaltyKey(group)}, i64(micros(d)))
+	return err
+}
+
+// Peek implements Store; without Redis it reads the fallback's buckets,
+// which are the ones deciding then.
+func (r *Redis) Peek(ctx context.Context, now time.Time, ds []limit.Debit) ([]limit.Snapshot, error) {
+	keys := make([]string, 0, 2*len(ds))
+	args := make([]any, 0, 1+3*len(ds))
+	args = append(args, len(ds))
+	for _, d := range ds {
+		keys = append(keys, bucketKey(d.Key), penaltyKey(d.Group))
+		args = append(args, i64(d.Rate.Limit), i64(micros(d.Rate.Window)), flag(d.Group != ""))
+	}
+	v, err := r.run(ctx, scriptPeek, keys, args...)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, err
+		}
+		return r.mem.Peek(ctx, now, ds)
+	}
+	xs, ok := v.([]any)
+	if !ok || len(xs) != len(ds) {
+		return nil, errors.New("peek reply: malformed")
+	}
+	out := make([]limit.Snapshot, len(ds))
+	for i, x := range xs {
+		n, ok := ints(x)
+		if !ok || len(n) != 4 {
+			return nil, errors.New("peek reply: malformed snapshot")
+		}
+		out[i] = limit.Snapshot{Limit: n[0], Remaining: n[1], Reset: us(n[2]), Penalized: n[3] == 1}
+	}
+	return out, nil
+}
+
+// Usage implements Store. Without Redis it is ErrUnavailable: the
+// in-process counters would understate the fleet's spend.
+func (r *Redis) Usage(ctx context.Context, q UsageQuery) (*UsageReport, error) {
+	secs := windowSecs(q.WindowSecs)
+	v, err := r.run(ctx, scriptUsage, []string{dailyKey(q.Tenant), dailyMinutesKey(q.Tenant), windowPrefix(q.Tenant, secs)},
+		DailyMinutes, i64(secs))
+	if err != nil {
+		return nil, ErrUnavailable
+	}
+	n, ok := ints(v)
+	if !ok || len(n) != 6 {
+		return nil, errors.New("usage reply: malformed")
+	}
+	return &UsageReport{Requests: n[0], Tokens: n[1], OldestMinute: n[2], WindowStart: n[3], WindowEnd: n[3] + secs,
+		Reserved: n[4], Settled: n[5]}, nil
+}
+
+// Close implements Store.
+func (r *Redis) Close() error {
+	var err error
+	r.closeOnce.Do(func() {
+		close(r.done)
+		err = errors.Join(r.c.Close(), r.mem.Close())
+	})
+	return err
+}

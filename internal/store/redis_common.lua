@@ -1,0 +1,79 @@
+-- Helpers prepended to every script of redis.go (one script = one atomic
+-- decision; Lua has no includes, so the Go side concatenates).
+--
+-- Numbers: Lua numbers are doubles, exact for integers up to 2^53. Every
+-- counter written here (nano-USD, tokens, microseconds of Redis TIME) stays
+-- within that range; money that would leave it freezes its window instead
+-- of losing precision. Integers are written with %d and bucket levels with
+-- %.17g, never with Lua's default 14-digit tostring.
+local MAXI = 9007199254740992
+
+local function I(x) return string.format('%d', x) end
+local function F(x) return string.format('%.17g', x) end
+local function num(v) return tonumber(v) or 0 end
+
+-- clock reads Redis TIME: microseconds, and whole seconds. Windows and
+-- buckets follow the server's clock, so host clock skew between replicas
+-- changes nothing.
+local function clock()
+  local t = redis.call('TIME')
+  local s = tonumber(t[1])
+  return s * 1000000 + tonumber(t[2]), s
+end
+
+-- level is a bucket's tokens at now (a missing bucket is full), as the
+-- in-process limit.Memory computes it: continuous refill of limit per
+-- window, capped at limit; a changed limit keeps what was consumed.
+local function level(key, limit, window, now)
+  local v = redis.call('HMGET', key, 't', 'l', 'c')
+  if not v[1] then return limit end
+  local tokens, last, cap = tonumber(v[1]), num(v[2]), num(v[3])
+  if cap ~= limit then tokens = limit - (cap - tokens) end
+  local el = now - last
+  if el > 0 then tokens = tokens + el * limit / window end
+  if tokens > limit then tokens = limit end
+  return tokens
+end
+
+-- save writes a bucket; it is full again two windows after its last use
+-- at the latest (debt is bounded by one capacity), so it may expire then.
+local function save(key, tokens, limit, window, now)
+  redis.call('HSET', key, 't', F(tokens), 'l', I(now), 'c', I(limit))
+  redis.call('PEXPIRE', key, I(math.ceil(2 * window / 1000) + 1000))
+end
+
+-- snap is {limit, remaining, reset_us} of a limited bucket.
+local function snap(tokens, limit, window)
+  local rem = math.floor(tokens)
+  if rem < 0 then rem = 0 end
+  local reset = math.ceil((limit - tokens) * window / limit)
+  if reset < 0 then reset = 0 end
+  return {limit, rem, reset}
+end
+
+-- daily prunes the minutes that left the rolling day (minute <= floor)
+-- from the tenant's totals and returns requests, tokens and the oldest
+-- minute still counted (0 when none). dkey holds r<minute>, k<minute> and
+-- the totals R, K; zkey orders the minutes.
+local function daily(dkey, zkey, floor)
+  local old = redis.call('ZRANGEBYSCORE', zkey, '-inf', floor)
+  if #old > 0 then
+    local r, k = 0, 0
+    for _, m in ipairs(old) do
+      local v = redis.call('HMGET', dkey, 'r' .. m, 'k' .. m)
+      r, k = r + num(v[1]), k + num(v[2])
+      redis.call('HDEL', dkey, 'r' .. m, 'k' .. m)
+    end
+    redis.call('HINCRBY', dkey, 'R', I(-r))
+    redis.call('HINCRBY', dkey, 'K', I(-k))
+    redis.call('ZREMRANGEBYSCORE', zkey, '-inf', floor)
+  end
+  local tot = redis.call('HMGET', dkey, 'R', 'K')
+  local first = redis.call('ZRANGE', zkey, 0, 0)
+  return num(tot[1]), num(tot[2]), num(first[1])
+end
+
+-- windowStart is the start of the tumbling window of secs holding sec.
+local function windowStart(sec, secs)
+  return sec - ((sec % secs) + secs) % secs
+end
