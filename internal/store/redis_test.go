@@ -83,7 +83,7 @@ func TestRedisAdmitSettleUsage(t *testing.T) {
 	err = s.Settle(ctx, &Settlement{Now: now, ID: a.ID, Tenant: "acme", Minute: d.Minute, WindowSecs: 3600,
 		WindowStart: d.WindowStart, ReservedDelta: -400_000, SettledDelta: 123_456, TokenDelta: -60,
 		Adjust: []limit.Debit{{Key: "p:x:tpm", Group: "p:x", Rate: perHour(1000), Cost: -60}},
-		State: StateSettled, Tokens: &Tokens{Input: 30, Output: 10}, Cost: 123_456, Final: true})
+		State:  StateSettled, Tokens: &Tokens{Input: 30, Output: 10}, Cost: 123_456, Final: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -234,7 +234,7 @@ func TestRedisDailyPenaltyAndFull(t *testing.T) {
 func TestRedisOverflowFreezesWindow(t *testing.T) {
 	srv := redistest.Start(t)
 	s, _ := openRedis(t, srv)
-	d := admit(t, s, adm(time.Now(), "o", func(a *Admission) { a.Budgeted, a.Budget, a.Hold = true, 1 << 53, 10 }))
+	d := admit(t, s, adm(time.Now(), "o", func(a *Admission) { a.Budgeted, a.Budget, a.Hold = true, 1<<53, 10 }))
 	if d.Refused != Admitted {
 		t.Fatalf("%+v", d)
 	}
@@ -245,7 +245,7 @@ func TestRedisOverflowFreezesWindow(t *testing.T) {
 	// Releasing everything cannot reopen it.
 	_ = s.Settle(ctx, &Settlement{ID: "y", Tenant: "o", WindowSecs: 3600, WindowStart: d.WindowStart,
 		ReservedDelta: -10, SettledDelta: -(1 << 53), State: StateSettled})
-	d = admit(t, s, adm(time.Now(), "o", func(a *Admission) { a.Budgeted, a.Budget, a.Hold = true, 1 << 53, 1 }))
+	d = admit(t, s, adm(time.Now(), "o", func(a *Admission) { a.Budgeted, a.Budget, a.Hold = true, 1<<53, 1 }))
 	if d.Refused != RefusedBudget {
 		t.Fatalf("frozen window admitted: %+v", d)
 	}
@@ -356,4 +356,3 @@ func TestRedisURLError(t *testing.T) {
 		t.Fatal("bad url accepted")
 	}
 }
-
