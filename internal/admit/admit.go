@@ -103,6 +103,12 @@ func (c *Controller) Admit(ctx context.Context, ai AttemptInfo) (*Permit, *Refus
 	}
 	id := ai.Identity
 	t := tenantOf(id)
+	// Nothing to count against and nobody to bill: no estimate, no ledger
+	// write, no lock. Anonymous traffic without limits pays nothing here.
+	if (id == nil || id.Anonymous) && !s.global.rpm.Limited() && !s.global.tpm.Limited() &&
+		!p.rates.rpm.Limited() && !p.rates.tpm.Limited() && c.gate(ai.Provider) == nil {
+		return &Permit{c: c, noop: true}, nil
+	}
 
 	entry, known := s.catalog.Lookup(ai.Provider, ai.Model)
 	target := limit.Target{Type: ai.ProviderType, Hosted: p.hosted, FamilyCeiling: p.family.MaxOutput,

@@ -380,28 +380,31 @@ func TestAdviceSelection(t *testing.T) {
 }
 
 func TestPenalize(t *testing.T) {
-	e := setup(t, "")
+	// A penalty slows a provider's own buckets: it applies to callers that
+	// are counted (here a tenant), since unmetered traffic takes no decision.
+	e := setup(t, "auth:\n  keys:\n    sk-p: {tenant: p}\n")
+	who := e.id(t, "sk-p")
 	e.c.Penalize("m1")
-	_, ref := e.c.Admit(ctx, attempt(nil, "m1"))
+	_, ref := e.c.Admit(ctx, attempt(who, "m1"))
 	if ref == nil || ref.Scope != ScopeProvider || ref.RetryAfter != 5 || !strings.Contains(ref.Message, "cooling down") {
 		t.Fatalf("penalized = %+v", ref)
 	}
-	if _, ref := e.c.Admit(ctx, attempt(nil, "m2")); ref != nil {
+	if _, ref := e.c.Admit(ctx, attempt(who, "m2")); ref != nil {
 		t.Errorf("another provider penalized: %+v", ref)
 	}
 	e.clk.Advance(5 * time.Second)
-	if _, ref := e.c.Admit(ctx, attempt(nil, "m1")); ref != nil {
+	if _, ref := e.c.Admit(ctx, attempt(who, "m1")); ref != nil {
 		t.Errorf("penalty outlived penalty_seconds: %+v", ref)
 	}
 	// A shorter stated wait shortens the penalty; a longer one does not
 	// lengthen it.
 	e.c.Penalize("m1", time.Second)
-	if _, ref := e.c.Admit(ctx, attempt(nil, "m1")); ref == nil || ref.RetryAfter != 1 {
+	if _, ref := e.c.Admit(ctx, attempt(who, "m1")); ref == nil || ref.RetryAfter != 1 {
 		t.Errorf("stated 1 s: %+v", ref)
 	}
 	e.clk.Advance(time.Second)
 	e.c.Penalize("m2", time.Minute)
-	if _, ref := e.c.Admit(ctx, attempt(nil, "m2")); ref == nil || ref.RetryAfter != 5 {
+	if _, ref := e.c.Admit(ctx, attempt(who, "m2")); ref == nil || ref.RetryAfter != 5 {
 		t.Errorf("stated 60 s: %+v", ref)
 	}
 	e = setup(t, "limits: {penalty_seconds: 0}\n")
