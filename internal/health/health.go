@@ -2,7 +2,9 @@
 // provider take a request now? A circuit breaker (5xx, 529, transport
 // failures and timeouts) and a quota pause (429, 402, quota-flavoured 403)
 // stand behind one Available check. State is keyed by the provider's
-// config name, so it survives config reloads.
+// config name, so it survives config reloads. In a fleet, circuit and
+// pause transitions are shared with the other replicas through a Shared
+// backend (shared.go).
 package health
 
 import (
@@ -41,6 +43,8 @@ type Registry struct {
 	clock    clock.Clock
 	settings atomic.Pointer[Settings]
 	states   sync.Map // provider name -> *state
+	// shared is the fleet-wide backend; nil = this process only.
+	shared atomic.Pointer[shared]
 }
 
 // New returns a registry reading time from c.
@@ -69,6 +73,9 @@ type state struct {
 
 	successes, errors int64
 	lastSuccess       time.Time
+
+	// seen is the stamp of the latest fleet event applied or published.
+	seen int64
 }
 
 func (r *Registry) state(name string) *state {
@@ -82,6 +89,7 @@ func (r *Registry) state(name string) *state {
 // Available reports whether the provider may take a request now: not
 // quota-paused, and its circuit closed or ready for a half-open probe.
 func (r *Registry) Available(name string) bool {
+	r.refresh()
 	now := r.clock.Now()
 	set := r.settings.Load()
 	s := r.state(name)
@@ -100,6 +108,7 @@ func (r *Registry) Begin(name string, forced bool) bool {
 	if forced {
 		return true
 	}
+	r.refresh()
 	now := r.clock.Now()
 	set := r.settings.Load()
 	s := r.state(name)
@@ -118,8 +127,16 @@ func (r *Registry) Begin(name string, forced bool) bool {
 	return true
 }
 
-// Observe records an attempt's outcome.
+// Observe records an attempt's outcome. A transition (the circuit opened,
+// a probe failed, the circuit closed) is published to the fleet, after the
+// lock is released.
 func (r *Registry) Observe(name string, o Outcome) {
+	if ev := r.observe(name, o); ev != 0 {
+		r.publish(name, Event{Kind: ev})
+	}
+}
+
+func (r *Registry) observe(name string, o Outcome) EventKind {
 	now := r.clock.Now()
 	set := r.settings.Load()
 	s := r.state(name)
@@ -129,20 +146,25 @@ func (r *Registry) Observe(name string, o Outcome) {
 	case Success:
 		s.successes++
 		s.lastSuccess = now
+		wasOpen := s.open
 		s.open, s.probing = false, false
 		s.failures = s.failures[:0]
+		if wasOpen {
+			return Closed
+		}
 	case Failure:
 		s.errors++
 		if set.Threshold <= 0 {
-			return
+			return 0
 		}
 		if s.open {
 			if s.probing {
 				// The half-open probe failed: a fresh cooldown.
 				s.probing = false
 				s.openedAt = now
+				return Opened
 			}
-			return
+			return 0
 		}
 		cut := now.Add(-set.Window)
 		kept := s.failures[:0]
@@ -155,12 +177,14 @@ func (r *Registry) Observe(name string, o Outcome) {
 		if len(s.failures) >= set.Threshold {
 			s.open, s.openedAt = true, now
 			s.failures = s.failures[:0]
+			return Opened
 		}
 	case Neutral:
 		s.errors++
 		// A probe that got a neutral answer proved nothing; let another try.
 		s.probing = false
 	}
+	return 0
 }
 
 // Pause quota-pauses the provider (or, with keys > 1, only the key at
@@ -168,7 +192,15 @@ func (r *Registry) Observe(name string, o Outcome) {
 // paused. A new pause never shortens an existing one.
 func (r *Registry) Pause(name string, key, keys int, d time.Duration, reason string) {
 	now := r.clock.Now()
-	until := now.Add(d)
+	if until, ok := r.pause(name, key, keys, now.Add(d), reason, now); ok {
+		// Only a provider-wide pause is shared: key indexes are per config.
+		r.publish(name, Event{Kind: Paused, Pause: until.Sub(now), Reason: reason})
+	}
+}
+
+// pause applies a pause and reports the provider's new pause end when it
+// moved.
+func (r *Registry) pause(name string, key, keys int, until time.Time, reason string, now time.Time) (time.Time, bool) {
 	s := r.state(name)
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -183,7 +215,7 @@ func (r *Registry) Pause(name string, key, keys int, d time.Duration, reason str
 		for i := 0; i < keys; i++ {
 			t := s.keyPauses[i]
 			if !t.After(now) {
-				return // a key is still usable
+				return time.Time{}, false // a key is still usable
 			}
 			if earliest.IsZero() || t.Before(earliest) {
 				earliest = t
@@ -193,7 +225,9 @@ func (r *Registry) Pause(name string, key, keys int, d time.Duration, reason str
 	}
 	if until.After(s.pause) {
 		s.pause, s.reason = until, reason
+		return until, true
 	}
+	return time.Time{}, false
 }
 
 // PickKey returns the next key index to use, skipping paused keys; with
@@ -231,6 +265,7 @@ type Status struct {
 
 // Status returns the provider's current health.
 func (r *Registry) Status(name string) Status {
+	r.refresh()
 	now := r.clock.Now()
 	s := r.state(name)
 	s.mu.Lock()
