@@ -1,6 +1,7 @@
 package store
 
 import (
+	"log/slog"
 	"path/filepath"
 
 	"switchboard/internal/config"
@@ -9,9 +10,15 @@ import (
 // DefaultFile is the SQLite file name under STATE_DIR.
 const DefaultFile = "switchboard.db"
 
-// Open opens the store a config asks for: memory, or SQLite at store.path
-// (default stateDir/switchboard.db).
-func Open(cfg *config.Config, stateDir string) (Store, error) {
+// Open opens the store a config asks for: Redis when redis.url is set
+// (shared by the fleet; store.backend is then unused), else memory, or
+// SQLite at store.path (default stateDir/switchboard.db). log receives the
+// Redis store's availability transitions (nil: slog.Default).
+func Open(cfg *config.Config, stateDir string, log *slog.Logger) (Store, error) {
+	if cfg.Redis.Enabled() {
+		return OpenRedis(RedisOptions{URL: cfg.Redis.URL, CommandTimeout: cfg.Redis.CommandTimeout.D(),
+			ConnectTimeout: cfg.Redis.ConnectTimeout.D(), Log: log})
+	}
 	if cfg.Store.Backend == config.StoreMemory {
 		return NewMemory(), nil
 	}
