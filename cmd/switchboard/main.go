@@ -161,14 +161,18 @@ func serve(args []string, stderr io.Writer) int {
 	}
 
 	stateDir := envOr("STATE_DIR", "data/")
-	st, err := store.Open(cfg, stateDir)
+	st, err := store.Open(cfg, stateDir, log)
 	if err != nil {
-		log.Error("cannot open the store", "backend", cfg.Store.Backend, "error", err.Error())
+		log.Error("cannot open the store", "backend", cfg.Store.Backend, "redis", cfg.Redis.Enabled(), "error", err.Error())
 		return 1
 	}
 	defer st.Close()
 	srv := server.New(log, nil, nil)
 	srv.Admission = admit.New(st, clock.Real{}, srv.Metrics.Registry)
+	if rs, ok := st.(*store.Redis); ok {
+		// A fleet: provider health is shared too (see docs/fleet.md).
+		srv.Health.SetShared(rs.Health())
+	}
 	srv.Apply(cfg)
 	if err := srv.LoadState(stateDir); err != nil {
 		log.Warn("ignoring the provider state file", "dir", stateDir, "error", err.Error())
