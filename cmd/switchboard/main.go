@@ -6,7 +6,8 @@
 //
 // Environment: CONFIG_FILE (default config/config.yaml), PORT (4567), BIND
 // (0.0.0.0), STATE_DIR (data/), SWITCHBOARD_ENV (production requires
-// auth.token).
+// auth.token), SWITCHBOARD_REDIS_URL (share limits, spend and health with
+// the fleet; overrides redis.url).
 package main
 
 import (

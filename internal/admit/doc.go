@@ -8,7 +8,7 @@
 //
 // Once per process:
 //
-//	st, err := store.Open(cfg, stateDir)            // sqlite (default) or memory
+//	st, err := store.Open(cfg, stateDir, log)       // redis (redis.url), sqlite (default) or memory
 //	ctl := admit.New(st, clk, srv.Metrics.Registry) // collectors on the registry
 //	ctl.Configure(cfg)                              // and again on every reload
 //	defer st.Close()
