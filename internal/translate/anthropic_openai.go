@@ -344,7 +344,7 @@ func ChatToMessages(chatResp []byte, clientModel string) ([]byte, Usage, error) 
 			if err != nil {
 				input = json.RawMessage("{}") // a model's malformed arguments: nothing to recover
 			}
-			r.Content = append(r.Content, marshal(anthropic.ToolUseBlock{Type: "tool_use", ID: tc.ID, Name: tc.Function.Name, Input: input}))
+			r.Content = append(r.Content, marshal(anthropic.ToolUseBlock{Type: "tool_use", ID: anthropicToolID(tc.ID), Name: tc.Function.Name, Input: input}))
 		}
 	}
 	r.StopReason = ptr(stopReason(finish))
@@ -459,8 +459,8 @@ func (s *MessagesStream) Chunk(data []byte) ([]Event, error) {
 		for _, tc := range d.ToolCalls {
 			block, seen := s.tools[tc.Index]
 			if !seen {
-				id := tc.ID
-				if id == "" {
+				id := anthropicToolID(tc.ID)
+				if tc.ID == "" {
 					id = newID("toolu_")
 				}
 				out = s.openBlock(out, "tool_use", anthropic.ToolUseBlock{Type: "tool_use", ID: id, Name: tc.Function.Name, Input: json.RawMessage("{}")})

@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 	"testing"
@@ -254,4 +255,35 @@ func runCase(t *testing.T, p pair, dir, c string, in []byte) []byte {
 	}
 	t.Fatalf("case %s: unknown prefix", c)
 	return nil
+}
+
+func TestAnthropicToolIDsFromOtherProviders(t *testing.T) {
+	body := []byte(`{"model":"claude","max_tokens":10,"messages":[
+		{"role":"user","content":"weather?"},
+		{"role":"assistant","content":null,"tool_calls":[{"id":"functions.get_weather:0","type":"function","function":{"name":"get_weather","arguments":"{}"}}]},
+		{"role":"tool","tool_call_id":"functions.get_weather:0","content":"sunny"}],
+		"tools":[{"type":"function","function":{"name":"get_weather","parameters":{"type":"object"}}}]}`)
+	tr, err := NewOpenAIAnthropic(body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var req struct {
+		Messages []struct {
+			Content []struct {
+				Type      string `json:"type"`
+				ID        string `json:"id"`
+				ToolUseID string `json:"tool_use_id"`
+			} `json:"content"`
+		} `json:"messages"`
+	}
+	if err := json.Unmarshal(tr.Body(), &req); err != nil {
+		t.Fatal(err)
+	}
+	use, result := req.Messages[1].Content[0].ID, req.Messages[2].Content[0].ToolUseID
+	if use == "" || use != result || !regexp.MustCompile(`^[a-zA-Z0-9_-]+$`).MatchString(use) {
+		t.Fatalf("tool_use id %q, tool_result id %q", use, result)
+	}
+	if anthropicToolID("toolu_01AbC-x") != "toolu_01AbC-x" {
+		t.Fatal("a valid id was changed")
+	}
 }

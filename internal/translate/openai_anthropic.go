@@ -2,6 +2,8 @@ package translate
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -263,7 +265,7 @@ func anthropicMessages(msgs []openai.Message, out *anthropic.Request) error {
 			if err != nil {
 				return err
 			}
-			add("user", []any{anthropic.ToolResultBlock{Type: "tool_result", ToolUseID: m.ToolCallID, Content: content}})
+			add("user", []any{anthropic.ToolResultBlock{Type: "tool_result", ToolUseID: anthropicToolID(m.ToolCallID), Content: content}})
 		case "function":
 			return fieldErr(field+".role", `legacy "function" messages are not supported; use tools`)
 		default:
@@ -353,13 +355,37 @@ func anthropicAssistantBlocks(m openai.Message, field string) ([]any, error) {
 		if err != nil {
 			return nil, err
 		}
-		blocks = append(blocks, anthropic.ToolUseBlock{Type: "tool_use", ID: tc.ID, Name: tc.Function.Name, Input: input})
+		blocks = append(blocks, anthropic.ToolUseBlock{Type: "tool_use", ID: anthropicToolID(tc.ID), Name: tc.Function.Name, Input: input})
 	}
 	return blocks, nil
 }
 
 // anthropicToolResult keeps a plain string as is, and maps text and image
 // parts to blocks.
+// anthropicToolID maps a tool call id from another provider (Kimi's
+// "functions.get_weather:0", ids with '.', ':' or '/') onto Anthropic's
+// ^[a-zA-Z0-9_-]+$, the same way for the call and its result so they stay
+// paired. Valid ids pass unchanged.
+func anthropicToolID(id string) string {
+	ok := id != ""
+	for i := 0; i < len(id) && ok; i++ {
+		c := id[i]
+		ok = c == '_' || c == '-' || c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z'
+	}
+	if ok {
+		return id
+	}
+	b := []byte(id)
+	for i, c := range b {
+		if !(c == '_' || c == '-' || c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z') {
+			b[i] = '_'
+		}
+	}
+	// A short digest keeps distinct ids distinct after the replacement.
+	h := sha256.Sum256([]byte(id))
+	return string(b) + "_" + hex.EncodeToString(h[:4])
+}
+
 func anthropicToolResult(content json.RawMessage, field string) (any, error) {
 	parts, err := contentParts(content, field)
 	if err != nil {
