@@ -149,6 +149,7 @@ func OpenRedis(o RedisOptions) (*Redis, error) {
 	ro.Protocol = 2
 	ro.DisableIdentity = true
 	ro.MaintNotificationsConfig = &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
+	quietDriver.Do(func() { redis.SetLogger(driverLog{}) })
 	r := &Redis{c: redis.NewClient(ro), o: o, log: o.Log, mem: NewMemory(), done: make(chan struct{}),
 		localIDs: map[string]int64{}}
 	ctx, cancel := context.WithTimeout(context.Background(), o.ConnectTimeout+o.CommandTimeout)
@@ -157,6 +158,18 @@ func OpenRedis(o RedisOptions) (*Redis, error) {
 		r.failed(context.Background(), err)
 	}
 	return r, nil
+}
+
+// quietDriver: go-redis logs every failed dial on its own, which during an
+// outage is one line per probe and per replica. The store logs the
+// transitions (one warning down, one line back); the driver's lines go to
+// debug. The driver's logger is process-wide, hence once.
+var quietDriver sync.Once
+
+type driverLog struct{}
+
+func (driverLog) Printf(ctx context.Context, format string, v ...any) {
+	slog.Default().DebugContext(ctx, "redis driver: "+fmt.Sprintf(format, v...))
 }
 
 // Available reports whether the last command reached Redis.
