@@ -103,6 +103,8 @@ type Result struct {
 	// Permit is the stream's admission, settled by whoever relays it
 	// (unary answers are settled by the loop); nil without admission.
 	Permit *admit.Permit
+	// Usage is a unary answer's reported usage.
+	Usage track.Usage
 	// StripUsage: the gateway added include_usage; drop the usage-only
 	// chunk before the client sees it.
 	StripUsage bool
@@ -305,12 +307,15 @@ func (p *Proxy) attempt(ctx context.Context, c *Call, cand *route.Candidate, dea
 		}
 	}
 	res, perr := p.send(ctx, c, cand, req, native, deadline)
+	if perr == nil && res.Events == nil {
+		res.Usage = track.Unary(protocolOf(req.Endpoint), res.Body) // once, for every reader
+	}
 	switch {
 	case pm == nil:
 	case perr == nil && res.Events != nil:
 		res.Permit, res.StripUsage = pm, strip
 	case perr == nil:
-		u := track.Unary(protocolOf(req.Endpoint), res.Body)
+		u := res.Usage
 		if u.Known {
 			su := SpendUsage(u)
 			su.CostNanoUSD = spend.ReportedBill(res.Body)

@@ -35,7 +35,7 @@ func (s *Server) finishStream(ctx context.Context, rt *route.Route, res *proxy.R
 // finishUnary records a unary answer's latency and usage.
 func (s *Server) finishUnary(ctx context.Context, rt *route.Route, res *proxy.Result, proto track.Protocol) {
 	defer s.Prober.AfterRequest(rt)
-	u := track.Unary(proto, res.Body)
+	u := res.Usage
 	s.Log.LogAttrs(ctx, slog.LevelInfo, fmt.Sprintf("[%s/%s] Success", rt.Model.Name, res.Candidate.Provider),
 		slog.String("model", rt.Model.Name), slog.String("provider", res.Candidate.Provider),
 		slog.Duration("latency", s.Clock.Now().Sub(res.Sent)),

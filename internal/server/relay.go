@@ -29,7 +29,7 @@ func (s *Server) relay(w http.ResponseWriter, r *http.Request, res *proxy.Result
 	setAnswerHeaders(w, res)
 	proto := protocolFor(ep)
 	if res.Events == nil {
-		body := s.withCost(res.Body, res, track.Unary(proto, res.Body))
+		body := s.withCost(res.Body, res, res.Usage)
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(res.Status)
 		_, _ = w.Write(body)

@@ -154,16 +154,26 @@ var (
 	perfKey  = []byte(`"perf_metrics"`)
 )
 
+// openAIUsage reads a usage object in one pass over its keys.
 func openAIUsage(u gjson.Result) Usage {
-	return Usage{
-		Input:     u.Get("prompt_tokens").Int(),
-		Output:    u.Get("completion_tokens").Int(),
-		CacheRead: u.Get("prompt_tokens_details.cached_tokens").Int(),
-		CacheWrite: u.Get("cache_creation_input_tokens").Int() +
-			u.Get("prompt_tokens_details.cache_write_tokens").Int(),
-		Reasoning: u.Get("completion_tokens_details.reasoning_tokens").Int(),
-		Known:     u.Get("prompt_tokens").Exists() || u.Get("completion_tokens").Exists(),
-	}
+	var out Usage
+	u.ForEach(func(k, v gjson.Result) bool {
+		switch k.Str {
+		case "prompt_tokens":
+			out.Input, out.Known = v.Int(), true
+		case "completion_tokens":
+			out.Output, out.Known = v.Int(), true
+		case "prompt_tokens_details":
+			out.CacheRead = v.Get("cached_tokens").Int()
+			out.CacheWrite += v.Get("cache_write_tokens").Int()
+		case "cache_creation_input_tokens":
+			out.CacheWrite += v.Int()
+		case "completion_tokens_details":
+			out.Reasoning = v.Get("reasoning_tokens").Int()
+		}
+		return true
+	})
+	return out
 }
 
 func eventType(ev *sse.Event) string {
