@@ -26,6 +26,9 @@ func (s *Server) finishStream(ctx context.Context, rt *route.Route, res *proxy.R
 	if m.Tokens > 0 && m.TTFT > 0 {
 		s.Stats.Record(rt.Model.Name, p, route.Sample{TTFT: m.TTFT.Seconds(), TPS: m.TotalTPS, Tokens: m.Tokens})
 	}
+	if !s.Log.Enabled(ctx, slog.LevelInfo) {
+		return
+	}
 	s.Log.LogAttrs(ctx, slog.LevelInfo, fmt.Sprintf("[%s/%s] Success | content=%d thinking=%d ttft=%.3fs content_tps=%.1f thinking_tps=%.1f total_tps=%.1f",
 		rt.Model.Name, p, m.Content, m.Thinking, m.TTFT.Seconds(), m.ContentTPS, m.ThinkingTPS, m.TotalTPS),
 		slog.String("model", rt.Model.Name), slog.String("provider", p), slog.Bool("server_timing", m.ServerTiming),
@@ -35,6 +38,9 @@ func (s *Server) finishStream(ctx context.Context, rt *route.Route, res *proxy.R
 // finishUnary records a unary answer's latency and usage.
 func (s *Server) finishUnary(ctx context.Context, rt *route.Route, res *proxy.Result, proto track.Protocol) {
 	defer s.Prober.AfterRequest(rt)
+	if !s.Log.Enabled(ctx, slog.LevelInfo) {
+		return
+	}
 	u := res.Usage
 	s.Log.LogAttrs(ctx, slog.LevelInfo, fmt.Sprintf("[%s/%s] Success", rt.Model.Name, res.Candidate.Provider),
 		slog.String("model", rt.Model.Name), slog.String("provider", res.Candidate.Provider),
