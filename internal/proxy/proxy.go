@@ -308,7 +308,7 @@ func (p *Proxy) attempt(ctx context.Context, c *Call, cand *route.Candidate, dea
 	}
 	res, perr := p.send(ctx, c, cand, req, native, deadline)
 	if perr == nil && res.Events == nil {
-		res.Usage = track.Unary(protocolOf(req.Endpoint), res.Body) // once, for every reader
+		res.Usage = track.Unary(ProtocolOf(req.Endpoint), res.Body) // once, for every reader
 	}
 	switch {
 	case pm == nil:
@@ -351,7 +351,8 @@ func SpendUsage(u track.Usage) admit.Usage {
 	return admit.Usage{Input: u.Input, Output: u.Output, CacheRead: u.CacheRead, CacheWrite: u.CacheWrite, Reasoning: u.Reasoning}
 }
 
-func protocolOf(ep provider.Endpoint) track.Protocol {
+// ProtocolOf is the stream protocol an endpoint answers in.
+func ProtocolOf(ep provider.Endpoint) track.Protocol {
 	switch ep {
 	case provider.Completions:
 		return track.Completions

@@ -73,7 +73,7 @@ func writeError(w http.ResponseWriter, proto Protocol, e *apiError) {
 func errorBody(proto Protocol, e *apiError) []byte {
 	if proto == Anthropic {
 		b, _ := json.Marshal(map[string]any{"type": "error", "error": map[string]any{
-			"type": anthropicType(e.Status), "message": e.Message}})
+			"type": translate.AnthropicErrorType(e.Status), "message": e.Message}})
 		return b
 	}
 	inner := map[string]any{"message": e.Message, "type": e.Type, "param": nil, "code": nil}
@@ -88,24 +88,6 @@ func errorBody(proto Protocol, e *apiError) []byte {
 	}
 	b, _ := json.Marshal(map[string]any{"error": inner})
 	return b
-}
-
-func anthropicType(status int) string {
-	switch status {
-	case 400, 413, 405:
-		return "invalid_request_error"
-	case 401:
-		return "authentication_error"
-	case 403:
-		return "permission_error"
-	case 404:
-		return "not_found_error"
-	case 429:
-		return "rate_limit_error"
-	case 529, 503:
-		return "overloaded_error"
-	}
-	return "api_error"
 }
 
 // failureDetail is the `detail` of an all-providers-failed error.

@@ -27,7 +27,7 @@ func setAnswerHeaders(w http.ResponseWriter, res *proxy.Result) {
 // the way.
 func (s *Server) relay(w http.ResponseWriter, r *http.Request, res *proxy.Result, ep provider.Endpoint, rt *route.Route, inspect bool) {
 	setAnswerHeaders(w, res)
-	proto := protocolFor(ep)
+	proto := proxy.ProtocolOf(ep)
 	if res.Events == nil {
 		body := s.withCost(res.Body, res, res.Usage)
 		w.Header().Set("Content-Type", "application/json")
@@ -71,17 +71,6 @@ func (s *Server) relay(w http.ResponseWriter, r *http.Request, res *proxy.Result
 	_ = sw.Done()
 }
 
-func protocolFor(ep provider.Endpoint) track.Protocol {
-	switch ep {
-	case provider.Completions:
-		return track.Completions
-	case provider.Responses:
-		return track.Responses
-	case provider.Messages:
-		return track.Messages
-	}
-	return track.Chat
-}
 
 func startStream(w http.ResponseWriter) {
 	h := w.Header()

@@ -516,8 +516,8 @@ func anthropicTypeOf(t string) string {
 	return "api_error"
 }
 
-// anthropicErrorType is the Anthropic error type for an HTTP status.
-func anthropicErrorType(status int) string {
+// AnthropicErrorType is the Anthropic error type for an HTTP status.
+func AnthropicErrorType(status int) string {
 	switch {
 	case status == 401:
 		return "authentication_error"
@@ -549,5 +549,5 @@ func ErrorToAnthropic(status int, openaiErrBody []byte) []byte {
 	if msg == "" {
 		msg = http.StatusText(status)
 	}
-	return marshal(anthropic.ErrorResponse{Type: "error", Error: anthropic.ErrorBody{Type: anthropicErrorType(status), Message: msg}})
+	return marshal(anthropic.ErrorResponse{Type: "error", Error: anthropic.ErrorBody{Type: AnthropicErrorType(status), Message: msg}})
 }
