@@ -71,7 +71,6 @@ func (s *Server) relay(w http.ResponseWriter, r *http.Request, res *proxy.Result
 	_ = sw.Done()
 }
 
-
 func startStream(w http.ResponseWriter) {
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
