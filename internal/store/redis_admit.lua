@@ -31,14 +31,19 @@ local gone = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', sec, 'LIMIT', 0, tonum
 if #gone > 0 then redis.call('ZREM', KEYS[1], unpack(gone)) end
 
 -- Rate buckets: every one is checked before any is debited.
-local debits = {}
+local debits, penalties = {}, {}
 for i = 1, n do
   local a = 16 + (i - 1) * 4
   local d = {limit = tonumber(ARGV[a + 1]), window = tonumber(ARGV[a + 2]), cost = tonumber(ARGV[a + 3]),
              bucket = KEYS[5 + (i - 1) * 2 + 1], penalty = KEYS[5 + (i - 1) * 2 + 2]}
   debits[i] = d
   if ARGV[a + 4] == '1' then
-    local untilUs = num(redis.call('GET', d.penalty))
+    -- A provider's RPM and TPM buckets share one penalty: read it once.
+    local untilUs = penalties[d.penalty]
+    if not untilUs then
+      untilUs = num(redis.call('GET', d.penalty))
+      penalties[d.penalty] = untilUs
+    end
     if untilUs > now then
       local s = {d.limit, 0, 0, untilUs - now, 1}
       if d.limit > 0 then
@@ -65,7 +70,7 @@ for i = 1, n do
 end
 
 -- The rolling day.
-local reqs, _, oldest = daily(KEYS[3], KEYS[4], minute - dayMinutes)
+local reqs, toks, oldest, curR, curK = daily(KEYS[3], KEYS[4], minute - dayMinutes, minute)
 local dailyLimit = tonumber(ARGV[6])
 if dailyLimit >= 0 and reqs + 1 > dailyLimit then
   local wait = 86400 * 1000000
@@ -116,15 +121,17 @@ if recorded then
   redis.call('EXPIREAT', KEYS[2], I(exp))
   redis.call('ZADD', KEYS[1], I(exp), ARGV[1])
 end
+-- Day counters: one HSET for the minute and the totals; the minute's
+-- index entry and the keys' expiry only when the minute is new.
 local est = math.max(tonumber(ARGV[7]), 0)
-redis.call('HINCRBY', KEYS[3], 'r' .. minute, 1)
-redis.call('HINCRBY', KEYS[3], 'k' .. minute, I(est))
-redis.call('HINCRBY', KEYS[3], 'R', 1)
-redis.call('HINCRBY', KEYS[3], 'K', I(est))
-redis.call('ZADD', KEYS[4], minute, minute)
-local dayEnd = (minute + dayMinutes) * 60 + 60
-redis.call('EXPIREAT', KEYS[3], I(dayEnd))
-redis.call('EXPIREAT', KEYS[4], I(dayEnd))
+redis.call('HSET', KEYS[3], 'r' .. minute, I(num(curR) + 1), 'k' .. minute, I(num(curK) + est),
+  'R', I(reqs + 1), 'K', I(toks + est))
+if not curR then
+  redis.call('ZADD', KEYS[4], minute, minute)
+  local dayEnd = (minute + dayMinutes) * 60 + 60
+  redis.call('EXPIREAT', KEYS[3], I(dayEnd))
+  redis.call('EXPIREAT', KEYS[4], I(dayEnd))
+end
 if hold > 0 then
   local r = reserved + hold
   if r > MAXI then
@@ -132,9 +139,8 @@ if hold > 0 then
     redis.call('HSET', wkey, 'x', '1')
   end
   redis.call('HSET', wkey, 'r', I(r))
-end
-if hold > 0 or redis.call('EXISTS', wkey) == 1 then
-  redis.call('EXPIREAT', wkey, I(ws + secs + 2 * 86400))
+  -- A window's expiry is fixed by its start: set once, when it appears.
+  if not w[1] and not w[2] then redis.call('EXPIREAT', wkey, I(ws + secs + 2 * 86400)) end
 end
 if reqs == 0 then oldest = minute end
 return reply(0, 0, 0, hold, spent + hold, recorded and 1 or 0, reqs, oldest, {}, snaps)

@@ -4,12 +4,11 @@
 -- Numbers: Lua numbers are doubles, exact for integers up to 2^53. Every
 -- counter written here (nano-USD, tokens, microseconds of Redis TIME) stays
 -- within that range; money that would leave it freezes its window instead
--- of losing precision. Integers are written with %d and bucket levels with
--- %.17g, never with Lua's default 14-digit tostring.
+-- of losing precision. Integers are written with %d, never with Lua's
+-- default 14-digit tostring; bucket levels are packed doubles.
 local MAXI = 9007199254740992
 
 local function I(x) return string.format('%d', x) end
-local function F(x) return string.format('%.17g', x) end
 local function num(v) return tonumber(v) or 0 end
 
 -- clock reads Redis TIME: microseconds, and whole seconds. Windows and
@@ -21,13 +20,17 @@ local function clock()
   return s * 1000000 + tonumber(t[2]), s
 end
 
+-- A bucket is one string: three little-endian doubles (tokens, last
+-- update in us, capacity), packed with the struct library Redis embeds.
+-- One GET and one SET PX per bucket, and doubles round-trip exactly.
+
 -- level is a bucket's tokens at now (a missing bucket is full), as the
 -- in-process limit.Memory computes it: continuous refill of limit per
 -- window, capped at limit; a changed limit keeps what was consumed.
 local function level(key, limit, window, now)
-  local v = redis.call('HMGET', key, 't', 'l', 'c')
-  if not v[1] then return limit end
-  local tokens, last, cap = tonumber(v[1]), num(v[2]), num(v[3])
+  local v = redis.call('GET', key)
+  if not v then return limit end
+  local tokens, last, cap = struct.unpack('<ddd', v)
   if cap ~= limit then tokens = limit - (cap - tokens) end
   local el = now - last
   if el > 0 then tokens = tokens + el * limit / window end
@@ -38,8 +41,7 @@ end
 -- save writes a bucket; it is full again two windows after its last use
 -- at the latest (debt is bounded by one capacity), so it may expire then.
 local function save(key, tokens, limit, window, now)
-  redis.call('HSET', key, 't', F(tokens), 'l', I(now), 'c', I(limit))
-  redis.call('PEXPIRE', key, I(math.ceil(2 * window / 1000) + 1000))
+  redis.call('SET', key, struct.pack('<ddd', tokens, now, limit), 'PX', I(math.ceil(2 * window / 1000) + 1000))
 end
 
 -- snap is {limit, remaining, reset_us} of a limited bucket.
@@ -52,25 +54,28 @@ local function snap(tokens, limit, window)
 end
 
 -- daily prunes the minutes that left the rolling day (minute <= floor)
--- from the tenant's totals and returns requests, tokens and the oldest
--- minute still counted (0 when none). dkey holds r<minute>, k<minute> and
--- the totals R, K; zkey orders the minutes.
-local function daily(dkey, zkey, floor)
-  local old = redis.call('ZRANGEBYSCORE', zkey, '-inf', floor)
-  if #old > 0 then
+-- from the tenant's totals and returns requests, tokens, the oldest minute
+-- still counted (0 when none), and the requests and tokens (false when
+-- absent) of minute m. dkey holds r<minute>, k<minute> and the totals R,
+-- K; zkey orders the minutes. Pruning is looked for only when the oldest
+-- minute has left, so a steady caller pays two reads.
+local function daily(dkey, zkey, floor, m)
+  local first = redis.call('ZRANGE', zkey, 0, 0)
+  if first[1] and tonumber(first[1]) <= floor then
+    local old = redis.call('ZRANGEBYSCORE', zkey, '-inf', floor)
     local r, k = 0, 0
-    for _, m in ipairs(old) do
-      local v = redis.call('HMGET', dkey, 'r' .. m, 'k' .. m)
+    for _, x in ipairs(old) do
+      local v = redis.call('HMGET', dkey, 'r' .. x, 'k' .. x)
       r, k = r + num(v[1]), k + num(v[2])
-      redis.call('HDEL', dkey, 'r' .. m, 'k' .. m)
+      redis.call('HDEL', dkey, 'r' .. x, 'k' .. x)
     end
     redis.call('HINCRBY', dkey, 'R', I(-r))
     redis.call('HINCRBY', dkey, 'K', I(-k))
     redis.call('ZREMRANGEBYSCORE', zkey, '-inf', floor)
+    first = redis.call('ZRANGE', zkey, 0, 0)
   end
-  local tot = redis.call('HMGET', dkey, 'R', 'K')
-  local first = redis.call('ZRANGE', zkey, 0, 0)
-  return num(tot[1]), num(tot[2]), num(first[1])
+  local v = redis.call('HMGET', dkey, 'R', 'K', 'r' .. (m or 0), 'k' .. (m or 0))
+  return num(v[1]), num(v[2]), num(first[1]), v[3], v[4]
 end
 
 -- windowStart is the start of the tumbling window of secs holding sec.
