@@ -83,6 +83,20 @@ func TestFleetProviderBucketIsShared(t *testing.T) {
 	yaml := strings.Replace(mockYAML("m", "a"), "    mock: {tokens: 5}\n", "    mock: {tokens: 5}\n    rpm: 50\n", 1) +
 		"performance: {probing_enabled: false}\n"
 	fleet := startFleet(t, srv, 3, yaml)
+	// The bucket refills one request per 1.2 s, so the burst must be
+	// quicker than that: open the connections beforehand.
+	var warm sync.WaitGroup
+	for i := range 300 {
+		warm.Add(1)
+		go func() {
+			defer warm.Done()
+			if resp, err := fleetClient.Get(fleet[i%3].URL + "/health"); err == nil {
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+			}
+		}()
+	}
+	warm.Wait()
 	var ok, limited atomic.Int64
 	var wg sync.WaitGroup
 	gate := make(chan struct{})
@@ -112,7 +126,6 @@ func TestFleetProviderBucketIsShared(t *testing.T) {
 	for _, g := range fleet {
 		hits += g.mock("a").Calls()
 	}
-	// The bucket refills one request per 1.2 s; the burst takes far less.
 	if ok.Load() != 50 || limited.Load() != 250 || hits != 50 {
 		t.Fatalf("admitted %d, limited %d, upstream hits %d in %v; want 50, 250, 50", ok.Load(), limited.Load(), hits, took)
 	}
