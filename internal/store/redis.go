@@ -154,6 +154,9 @@ func OpenRedis(o RedisOptions) (*Redis, error) {
 		localIDs: map[string]int64{}}
 	ctx, cancel := context.WithTimeout(context.Background(), o.ConnectTimeout+o.CommandTimeout)
 	defer cancel()
+	// Addr and DB only: the URL may carry a password.
+	o.Log.Info("admission, spend and provider health are shared through redis", "addr", ro.Addr, "db", ro.DB,
+		"command_timeout", o.CommandTimeout.String(), "connect_timeout", o.ConnectTimeout.String())
 	if err := r.c.Ping(ctx).Err(); err != nil {
 		r.failed(context.Background(), err)
 	}
