@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strings"
 	"time"
+	"unsafe"
 
 	"github.com/tidwall/gjson"
 
@@ -210,7 +211,9 @@ func inspectBody(body []byte) (model string, stream bool, e *apiError) {
 		}
 		return "", false, errInvalid(msg)
 	}
-	root := gjson.ParseBytes(body)
+	// The body is never modified after this point, so the parse may alias
+	// it instead of copying it into a string (a 50 KB body, 50 KB saved).
+	root := gjson.Parse(unsafe.String(unsafe.SliceData(body), len(body)))
 	if !root.IsObject() {
 		return "", false, errInvalid("request body must be a JSON object")
 	}
@@ -228,7 +231,7 @@ func inspectBody(body []byte) (model string, stream bool, e *apiError) {
 		switch k.Str {
 		case "model":
 			if v.Type == gjson.String {
-				model = v.Str
+				model = strings.Clone(v.Str) // outlives the request in logs and metrics
 			}
 		case "stream":
 			stream = v.Type == gjson.True
