@@ -134,6 +134,9 @@ func (s *Server) handleMessages(w http.ResponseWriter, r *http.Request) {
 
 // streamError ends an Anthropic stream that failed after its first byte.
 func (s *Server) streamError(w http.ResponseWriter, r *http.Request, res *proxy.Result, err error) {
+	if r.Context().Err() != nil {
+		return // the client left; nothing to tell it
+	}
 	s.Log.WarnContext(r.Context(), "stream failed after the first byte", "provider", res.Candidate.Provider, "error", err.Error())
 	_ = sse.NewWriter(w).Event("error", errorBody(Anthropic, &apiError{Status: http.StatusBadGateway,
 		Message: "the upstream stream failed after it started: " + err.Error()}))

@@ -48,8 +48,8 @@ func (s *Server) relay(w http.ResponseWriter, r *http.Request, res *proxy.Result
 	}
 	err := s.pump(sw, res, tail, st)
 	s.finishStream(r.Context(), rt, res, st)
-	if errors.Is(err, errClientGone) {
-		return
+	if errors.Is(err, errClientGone) || r.Context().Err() != nil {
+		return // the client left; its cancellation ended the upstream read
 	}
 	if err == nil {
 		// A translated stream that reported an error event, or a server
