@@ -132,14 +132,37 @@ type modelProvider struct {
 	Primary  bool   `json:"primary"`
 }
 
+// anthropicModel is a model in Anthropic's Models API shape, for Anthropic
+// SDK clients (they send anthropic-version).
+type anthropicModel struct {
+	Type        string `json:"type"`
+	ID          string `json:"id"`
+	DisplayName string `json:"display_name"`
+	CreatedAt   string `json:"created_at"`
+}
+
+func wantsAnthropic(r *http.Request) bool { return r.Header.Get("Anthropic-Version") != "" }
+
 func (s *Server) handleModels(w http.ResponseWriter, r *http.Request) {
 	snap, _ := s.entry(w, r)
 	if snap == nil {
 		return
 	}
+	if wantsAnthropic(r) {
+		data := make([]anthropicModel, 0, len(snap.Config.Models))
+		for _, m := range snap.Config.Models {
+			data = append(data, anthropicModel{Type: "model", ID: m.Name, DisplayName: m.Name, CreatedAt: snap.loaded.UTC().Format(time.RFC3339)})
+		}
+		out := map[string]any{"data": data, "has_more": false, "first_id": nil, "last_id": nil}
+		if len(data) > 0 {
+			out["first_id"], out["last_id"] = data[0].ID, data[len(data)-1].ID
+		}
+		writeJSON(w, http.StatusOK, out)
+		return
+	}
 	data := make([]modelObject, 0, len(snap.Config.Models))
 	for _, m := range snap.Config.Models {
-		data = append(data, modelObject{ID: m.Name, Object: "model", OwnedBy: "switchboard", ContextLength: m.ContextLength})
+		data = append(data, modelObject{ID: m.Name, Object: "model", Created: snap.loaded.Unix(), OwnedBy: "switchboard", ContextLength: m.ContextLength})
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": data})
 }
@@ -152,10 +175,18 @@ func (s *Server) handleModel(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")
 	rt := snap.Routes.Lookup(name)
 	if rt == nil {
-		writeError(w, OpenAI, modelNotFound(name))
+		proto := OpenAI
+		if wantsAnthropic(r) {
+			proto = Anthropic
+		}
+		writeError(w, proto, modelNotFound(name))
 		return
 	}
-	mo := modelObject{ID: name, Object: "model", OwnedBy: "switchboard", ContextLength: rt.Model.ContextLength}
+	if wantsAnthropic(r) {
+		writeJSON(w, http.StatusOK, anthropicModel{Type: "model", ID: name, DisplayName: name, CreatedAt: snap.loaded.UTC().Format(time.RFC3339)})
+		return
+	}
+	mo := modelObject{ID: name, Object: "model", Created: snap.loaded.Unix(), OwnedBy: "switchboard", ContextLength: rt.Model.ContextLength}
 	for i, c := range rt.Candidates {
 		mo.Providers = append(mo.Providers, modelProvider{Provider: c.Provider, Model: c.Model, Type: c.Type, Primary: i == rt.Primary})
 	}

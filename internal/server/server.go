@@ -41,6 +41,8 @@ type Snapshot struct {
 	metricsHash *[32]byte
 	// advisory: X-Switchboard-RateLimit-* headers are on.
 	advisory bool
+	// loaded is when this config was applied (the models' created time).
+	loaded time.Time
 }
 
 // Server is the gateway. Create it with New, then Apply a config.
@@ -131,7 +133,7 @@ func (s *Server) Apply(cfg *config.Config) {
 	}
 	s.Stats.SetWindow(cfg.Performance.SampleWindow.D())
 	s.Prober.SetMaxPerMinute(cfg.Performance.ProbeMaxPerMinute)
-	snap := &Snapshot{Config: cfg, Routes: table, advisory: admit.AdvisoryEnabled(cfg)}
+	snap := &Snapshot{Config: cfg, Routes: table, advisory: admit.AdvisoryEnabled(cfg), loaded: s.Clock.Now()}
 	if cfg.Auth.MetricsToken != "" {
 		h := sha256.Sum256([]byte(cfg.Auth.MetricsToken))
 		snap.metricsHash = &h
