@@ -349,7 +349,8 @@ func (h *harness) startChild(name string, args ...string) (*child, error) {
 
 // gatewayConfig is the config the gateway runs with: one openai provider at
 // the fake upstream, one model, tracking on (streams are inspected until
-// their first token, the default), auth on as in production, warn logs.
+// their first token, the default), auth on as in production, warn logs,
+// concurrency limit lifted.
 func gatewayConfig(upURL, token string) string {
 	return `# written by bench: one openai provider at the fake upstream
 providers:
@@ -370,6 +371,12 @@ auth:
   token: ` + token + `
 timeouts:
   shutdown: 1
+# The default of 256 logical slots would queue most of the 1,000-stream
+# mode; the bare proxy has no such limit, so the comparison lifts it.
+limits:
+  max_concurrency: 20000
+store:
+  backend: memory
 `
 }
 
