@@ -14,7 +14,7 @@ import (
 	api "switchboard/internal/api/anthropic"
 	"switchboard/internal/config"
 	"switchboard/internal/provider"
-	"switchboard/internal/sse"
+	"switchboard/internal/provider/translated"
 	"switchboard/internal/translate"
 )
 
@@ -81,7 +81,7 @@ func (p *Provider) passthrough(ctx context.Context, req *provider.Request) (*pro
 		return nil, err
 	}
 	if !provider.IsJSONContentType(ct) || !gjson.ValidBytes(body) {
-		return nil, badResponse(resp.StatusCode, "upstream answered 200 with a body that is not JSON")
+		return nil, translated.BadResponse(resp.StatusCode, "upstream answered 200 with a body that is not JSON")
 	}
 	return &provider.Response{Status: resp.StatusCode, Header: resp.Header, Body: provider.NopBody(body)}, nil
 }
@@ -104,60 +104,22 @@ func (p *Provider) chat(ctx context.Context, req *provider.Request) (*provider.R
 	if req.Stream {
 		if !provider.IsEventStream(ct) {
 			resp.Body.Close()
-			return nil, badResponse(resp.StatusCode, "upstream answered a stream request without an event stream")
+			return nil, translated.BadResponse(resp.StatusCode, "upstream answered a stream request without an event stream")
 		}
-		return openStream(ctx, resp, translate.NewReader(resp.Body, t.Stream()))
+		return translated.OpenStream(ctx, resp, translate.NewReader(resp.Body, t.Stream()))
 	}
 	body, err := provider.ReadUnary(ctx, resp.Body)
 	if err != nil {
 		return nil, err
 	}
 	if !provider.IsJSONContentType(ct) || !gjson.ValidBytes(body) {
-		return nil, badResponse(resp.StatusCode, "upstream answered 200 with a body that is not JSON")
+		return nil, translated.BadResponse(resp.StatusCode, "upstream answered 200 with a body that is not JSON")
 	}
 	out, _, err := t.Response(body)
 	if err != nil {
-		return nil, badResponse(resp.StatusCode, err.Error())
+		return nil, translated.BadResponse(resp.StatusCode, err.Error())
 	}
-	return &provider.Response{Status: resp.StatusCode, Header: answerHeader(resp.Header, "application/json"), Body: provider.NopBody(out)}, nil
-}
-
-// openStream reads the upstream until the first translated bytes, so that
-// an error the upstream sends as its first event (overloaded) fails the
-// attempt while failing over is still possible.
-func openStream(ctx context.Context, resp *http.Response, r *translate.Reader) (*provider.Response, error) {
-	if err := r.Prime(); err != nil {
-		r.Close()
-		return nil, streamError(ctx, resp, err)
-	}
-	return &provider.Response{Status: resp.StatusCode, Header: answerHeader(resp.Header, "text/event-stream"), Body: r, Stream: true}, nil
-}
-
-// streamError classifies a failure seen while opening a translated stream.
-func streamError(ctx context.Context, resp *http.Response, err error) error {
-	var ue *translate.UpstreamError
-	var pe *translate.ProtocolError
-	switch {
-	case errors.As(err, &ue):
-		return provider.StatusError(ue.Status, resp.Header, ue.Body)
-	case errors.As(err, &pe), errors.Is(err, sse.ErrTooLong):
-		return badResponse(resp.StatusCode, err.Error())
-	}
-	return provider.TransportError(ctx, err)
-}
-
-// answerHeader is the upstream's header for a translated body: rate-limit
-// and request-id headers stay, the body's own description goes.
-func answerHeader(h http.Header, ct string) http.Header {
-	out := h.Clone()
-	out.Del("Content-Length")
-	out.Del("Content-Encoding")
-	out.Set("Content-Type", ct)
-	return out
-}
-
-func badResponse(status int, msg string) *provider.Error {
-	return &provider.Error{Kind: provider.KindBadResponse, Status: status, Msg: msg}
+	return &provider.Response{Status: resp.StatusCode, Header: translated.AnswerHeader(resp.Header, "application/json"), Body: provider.NopBody(out)}, nil
 }
 
 // refusal turns a translation refusal into a 400 in OpenAI's shape.
