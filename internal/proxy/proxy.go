@@ -105,6 +105,9 @@ type Result struct {
 	Permit *admit.Permit
 	// Usage is a unary answer's reported usage.
 	Usage track.Usage
+	// Bill is a stream's provider-reported cost (usage.cost), nano-USD,
+	// noted by the relay for settlement; nil when none was reported.
+	Bill *int64
 	// StripUsage: the gateway added include_usage; drop the usage-only
 	// chunk before the client sees it.
 	StripUsage bool

@@ -77,7 +77,9 @@ func settleStream(res *proxy.Result, st *track.Stream) {
 		return
 	}
 	if st != nil && st.Clean && st.Usage.Known {
-		res.Permit.Settle(proxy.SpendUsage(st.Usage))
+		u := proxy.SpendUsage(st.Usage)
+		u.CostNanoUSD = res.Bill
+		res.Permit.Settle(u)
 		return
 	}
 	res.Permit.Keep()

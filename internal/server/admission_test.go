@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -301,5 +302,36 @@ func TestUsageRequiresAuthAndShowsSpend(t *testing.T) {
 	}
 	if gjson.Get(u.Body, "spend.budget_usd").Float() != 2 || !gjson.Get(u.Body, "spend.remaining_usd").Exists() {
 		t.Fatalf("%s", u.Body)
+	}
+}
+
+// TestStreamSettlesOnProviderBill: a provider that reports its own bill in
+// the stream's usage (usage.cost, USD) is charged that, not the catalog.
+func TestStreamSettlesOnProviderBill(t *testing.T) {
+	u := newUpstream(t, func(w http.ResponseWriter, r *http.Request, body []byte) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		io.WriteString(w, `data: {"choices":[{"index":0,"delta":{"content":"hi"}}]}`+"\n\n")
+		io.WriteString(w, `data: {"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}`+"\n\n")
+		io.WriteString(w, `data: {"choices":[],"usage":{"prompt_tokens":10,"completion_tokens":2,"cost":0.25}}`+"\n\n")
+		io.WriteString(w, "data: [DONE]\n\n")
+	})
+	yaml := upstreamYAML("up", u.URL, `auth:
+  keys:
+    k: {tenant: acme, budget_usd: 10}
+pricing:
+  up:
+    upstream-model: {input: 1, output: 1, context: 1000, max_output: 100}
+`)
+	g := startGateway(t, yaml)
+	req, _ := http.NewRequest("POST", g.URL+"/v1/chat/completions", strings.NewReader(`{"model":"m","stream":true,"max_tokens":10,"messages":[{"role":"user","content":"hi"}]}`))
+	req.Header.Set("x-api-key", "k")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	readStream(t, resp)
+	usage := g.get("/v1/usage", "x-api-key", "k")
+	if got := gjson.Get(usage.Body, "spend.settled_nano_usd").Int(); got != 250_000_000 {
+		t.Fatalf("settled %d nano-USD, want the provider's 0.25 USD: %s", got, usage.Body)
 	}
 }

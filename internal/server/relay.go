@@ -12,6 +12,7 @@ import (
 	"switchboard/internal/provider"
 	"switchboard/internal/proxy"
 	"switchboard/internal/route"
+	"switchboard/internal/spend"
 	"switchboard/internal/sse"
 	"switchboard/internal/track"
 )
@@ -126,6 +127,9 @@ func (s *Server) pump(sw *sse.Writer, res *proxy.Result, tail streamTail, st *tr
 		if st != nil {
 			st.See(&ev, s.Clock.Now())
 			if len(ev.Data) > 0 && bytes.Contains(ev.Data, usageKey) {
+				if b := spend.ReportedBill(ev.Data); b != nil {
+					res.Bill = b // a provider's own bill outranks the catalog
+				}
 				if res.StripUsage && isUsageOnly(ev.Data) {
 					continue // the gateway asked for it; the client did not
 				}
