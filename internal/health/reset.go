@@ -104,13 +104,12 @@ func resetValue(v string, now time.Time) (time.Duration, bool) {
 }
 
 func unixWait(s float64, now time.Time) (time.Duration, bool) {
-	if math.IsNaN(s) || math.IsInf(s, 0) || s > 1e12 {
-		// Milliseconds since the epoch are a common variant.
-		if s > 1e12 && s < 1e15 {
-			s /= 1000
-		} else {
-			return 0, false
-		}
+	// Milliseconds since the epoch are a common variant of a Unix time.
+	if s > 1e12 && s < 1e15 {
+		s /= 1000
+	}
+	if math.IsNaN(s) || s < 0 || s > 1e12 {
+		return 0, false
 	}
 	sec, frac := math.Modf(s)
 	return clampWait(time.Unix(int64(sec), int64(frac*1e9)).Sub(now)), true

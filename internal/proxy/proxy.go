@@ -95,9 +95,8 @@ type Result struct {
 	Body []byte
 	// Held are the stream events read before the commit, to be written
 	// first; Events yields the rest.
-	Held     []sse.Event
-	Events   *sse.Reader
-	Attempts []Attempt
+	Held   []sse.Event
+	Events *sse.Reader
 	// FirstToken is when the commit event arrived (streams).
 	FirstToken time.Time
 	// Permit is the stream's admission, settled by whoever relays it
@@ -111,9 +110,8 @@ type Result struct {
 	// StripUsage: the gateway added include_usage; drop the usage-only
 	// chunk before the client sees it.
 	StripUsage bool
-	// Started is when the loop began; Sent when the winning attempt was sent.
-	Started time.Time
-	Sent    time.Time
+	// Sent is when the winning attempt was sent.
+	Sent time.Time
 	body    io.Closer
 	cancel  context.CancelFunc
 }
@@ -167,8 +165,7 @@ const maxHeld = 1 << 20
 
 // Do runs the loop for one call.
 func (p *Proxy) Do(ctx context.Context, c *Call) (*Result, *Failure) {
-	start := p.Clock.Now()
-	deadline := start.Add(c.Opts.Deadline)
+	deadline := p.Clock.Now().Add(c.Opts.Deadline)
 	order := c.Order
 	if order == nil {
 		order = DefaultOrder(c.Route)
@@ -186,9 +183,8 @@ func (p *Proxy) Do(ctx context.Context, c *Call) (*Result, *Failure) {
 			if p.Health != nil && !p.Health.Begin(cand.Provider, forced) {
 				continue
 			}
-			res, stop, clientErr := p.tryProvider(ctx, c, cand, start, deadline, f)
+			res, stop, clientErr := p.tryProvider(ctx, c, cand, deadline, f)
 			if res != nil {
-				res.Attempts, res.Started = f.Attempts, start
 				return res, nil
 			}
 			if stop {
@@ -208,7 +204,7 @@ func (p *Proxy) Do(ctx context.Context, c *Call) (*Result, *Failure) {
 // tryProvider makes up to MaxAttempts attempts on one provider. stop ends
 // the whole loop (client gone, deadline); clientErr reports a final
 // non-retryable 4xx.
-func (p *Proxy) tryProvider(ctx context.Context, c *Call, cand *route.Candidate, start, deadline time.Time, f *Failure) (res *Result, stop, clientErr bool) {
+func (p *Proxy) tryProvider(ctx context.Context, c *Call, cand *route.Candidate, deadline time.Time, f *Failure) (res *Result, stop, clientErr bool) {
 	stale := 0
 	for attempt := 0; attempt < max(1, c.Opts.MaxAttempts); attempt++ {
 		res, perr := p.attempt(ctx, c, cand, deadline)
@@ -279,7 +275,7 @@ func (p *Proxy) tryProvider(ctx context.Context, c *Call, cand *route.Candidate,
 			return nil, false, false // its circuit just opened; others may serve
 		}
 		wait := p.backoff(attempt, c.Opts)
-		if d, ok := health.StatedWait(perr.Header, nil, p.Clock.Now()); ok && perr.Header != nil {
+		if d, ok := health.StatedWait(perr.Header, nil, p.Clock.Now()); ok {
 			wait = min(d, c.Opts.MaxBackoff)
 		}
 		if p.Clock.Now().Add(wait).After(deadline) {

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 	"time"
@@ -368,21 +367,13 @@ func (s *Server) prepare(w http.ResponseWriter, r *http.Request, proto Protocol)
 func (s *Server) call(r *http.Request, in *incoming, ep provider.Endpoint, body []byte) *proxy.Call {
 	return &proxy.Call{Endpoint: ep, Body: body, Stream: in.stream, Header: forwardHeaders(r), Route: in.rt,
 		Order: route.Measured{Stats: s.Stats}.Order(in.rt), Opts: options(in.snap.Config, in.rt.Model, ep),
-		Identity: in.id, ClientModel: in.model, Meter: needsUsage(in.snap.Config, in.id)}
+		Identity: in.id, ClientModel: in.model, Meter: needsUsage(in.snap, in.id)}
 }
 
 // needsUsage: budgets and token buckets settle on the provider's reported
 // usage, so streams must carry it.
-func needsUsage(cfg *config.Config, id *tenant.Identity) bool {
-	if id != nil && (id.BudgetNano != nil || id.TPM != nil) || cfg.Limits.TPM != nil {
-		return true
-	}
-	for _, p := range cfg.Providers {
-		if p.TPM != nil {
-			return true
-		}
-	}
-	return false
+func needsUsage(snap *Snapshot, id *tenant.Identity) bool {
+	return snap.anyTPM || id != nil && (id.BudgetNano != nil || id.TPM != nil)
 }
 
 // failed answers a loop that found no answer.
@@ -420,9 +411,6 @@ func (s *Server) inference(ep provider.Endpoint) http.HandlerFunc {
 		s.relay(w, r, res, ep, in.rt, call.Opts.Inspect || call.Meter)
 	}
 }
-
-// drain discards the rest of a body so the connection can be reused.
-func drain(rc io.Reader) { _, _ = io.Copy(io.Discard, io.LimitReader(rc, 1<<20)) }
 
 // hopHeaders are upstream headers that describe the upstream connection or
 // the upstream's encoding, not the answer: never relayed.

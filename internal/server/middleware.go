@@ -99,9 +99,7 @@ func (s *Server) wrap(next http.Handler) http.Handler {
 		ctx := context.WithValue(r.Context(), requestIDKey, id)
 		r = r.WithContext(ctx)
 		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
-		s.inflight.Add(1)
 		s.Metrics.InFlight.Inc()
-		defer s.inflight.Done()
 		defer func() {
 			if v := recover(); v != nil {
 				if v == http.ErrAbortHandler {

@@ -85,8 +85,8 @@ var errClientGone = errors.New("client went away")
 // streamTail watches relayed events and may add events at the end.
 type streamTail interface {
 	See(ev *sse.Event)
-	// Finish writes what the stream lacked; clean reports a complete end.
-	Finish(sw *sse.Writer, clean bool)
+	// Finish writes what the stream lacked at its end.
+	Finish(sw *sse.Writer)
 }
 
 // pump writes the held events, then relays the rest event by event, each
@@ -112,7 +112,7 @@ func (s *Server) pump(sw *sse.Writer, res *proxy.Result, tail streamTail, st *tr
 		ev, err := res.Events.Next()
 		if err != nil {
 			if tail != nil {
-				tail.Finish(sw, false)
+				tail.Finish(sw)
 				return nil
 			}
 			if err == io.EOF {
@@ -186,7 +186,7 @@ func (t *responsesTail) See(ev *sse.Event) {
 	}
 }
 
-func (t *responsesTail) Finish(sw *sse.Writer, _ bool) {
+func (t *responsesTail) Finish(sw *sse.Writer) {
 	if t.terminal {
 		return
 	}

@@ -43,6 +43,9 @@ type Snapshot struct {
 	advisory bool
 	// loaded is when this config was applied (the models' created time).
 	loaded time.Time
+	// anyTPM: a global or provider token bucket is configured, so answers
+	// must report usage to correct it.
+	anyTPM bool
 }
 
 // Server is the gateway. Create it with New, then Apply a config.
@@ -62,7 +65,6 @@ type Server struct {
 	proxy    *proxy.Proxy
 	client   *http.Client
 	draining atomic.Bool
-	inflight sync.WaitGroup
 
 	mu        sync.Mutex // guards instances during Apply only
 	reloadMu  sync.Mutex // serialises Reload
@@ -133,7 +135,11 @@ func (s *Server) Apply(cfg *config.Config) {
 	}
 	s.Stats.SetWindow(cfg.Performance.SampleWindow.D())
 	s.Prober.SetMaxPerMinute(cfg.Performance.ProbeMaxPerMinute)
-	snap := &Snapshot{Config: cfg, Routes: table, advisory: admit.AdvisoryEnabled(cfg), loaded: s.Clock.Now()}
+	snap := &Snapshot{Config: cfg, Routes: table, advisory: admit.AdvisoryEnabled(cfg), loaded: s.Clock.Now(),
+		anyTPM: cfg.Limits.TPM != nil}
+	for _, p := range cfg.Providers {
+		snap.anyTPM = snap.anyTPM || p.TPM != nil
+	}
 	if cfg.Auth.MetricsToken != "" {
 		h := sha256.Sum256([]byte(cfg.Auth.MetricsToken))
 		snap.metricsHash = &h
@@ -163,9 +169,6 @@ func (s *Server) Provider(name string) provider.Provider {
 	defer s.mu.Unlock()
 	return s.instances[name].p
 }
-
-// Client is the shared upstream client.
-func (s *Server) Client() *http.Client { return s.client }
 
 // Ready reports whether the server has a config and is not draining.
 func (s *Server) Ready() bool { return s.snap.Load() != nil && !s.draining.Load() }
