@@ -2,10 +2,17 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"switchboard/internal/config"
+	"switchboard/internal/server"
 )
 
 func TestCheck(t *testing.T) {
@@ -59,5 +66,41 @@ func TestProductionRequiresToken(t *testing.T) {
 	}
 	if !strings.Contains(errb.String(), "auth.token") {
 		t.Fatalf("stderr: %s", errb.String())
+	}
+}
+
+func TestJSONLogsCarryRequestIDs(t *testing.T) {
+	cfg, err := config.Parse([]byte("providers:\n  a: {type: mock}\nmodels:\n  - name: m\n    providers: [{provider: a}]\nlogging: {level: debug, format: json}\n"), "c.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	level := new(slog.LevelVar)
+	srv := server.New(newLogger(&buf, cfg, level), nil, nil)
+	srv.Apply(cfg)
+	ts := httptest.NewServer(srv.Handler())
+	defer ts.Close()
+	req, _ := http.NewRequest("GET", ts.URL+"/v1/models", nil)
+	req.Header.Set("X-Request-Id", "trace-7")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if level.Level() != slog.LevelDebug {
+		t.Fatalf("level %v", level.Level())
+	}
+	found := false
+	for _, line := range strings.Split(strings.TrimSpace(buf.String()), "\n") {
+		var rec map[string]any
+		if err := json.Unmarshal([]byte(line), &rec); err != nil {
+			t.Fatalf("not a JSON log line: %q", line)
+		}
+		if rec["msg"] == "request" && rec["request_id"] == "trace-7" {
+			found = true
+		}
+	}
+	if !found {
+		t.Fatalf("no request line with its id:\n%s", buf.String())
 	}
 }

@@ -111,9 +111,9 @@ type Result struct {
 	// chunk before the client sees it.
 	StripUsage bool
 	// Sent is when the winning attempt was sent.
-	Sent time.Time
-	body    io.Closer
-	cancel  context.CancelFunc
+	Sent   time.Time
+	body   io.Closer
+	cancel context.CancelFunc
 }
 
 // Close releases the upstream stream.
