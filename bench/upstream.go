@@ -5,6 +5,8 @@ import (
 	"flag"
 	"net"
 	"net/http"
+	"net/http/pprof"
+	"os"
 	"strconv"
 	"sync"
 	"time"
@@ -168,6 +170,11 @@ func serveChild(listen string, h http.Handler) int {
 		return 1
 	}
 	announce(hello{Addr: ln.Addr().String(), Nofile: soft, NofileHard: hard})
+	if addr := os.Getenv("BENCH_PPROF"); addr != "" {
+		// Profiling a child by hand (e.g. the baseline, to compare with the
+		// gateway's --pprof): off unless asked for.
+		go func() { logf("pprof: %v", http.ListenAndServe(addr, pprofMux())) }()
+	}
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 30 * time.Second, IdleTimeout: 120 * time.Second,
 		ErrorLog: quietLog()}
 	if err := srv.Serve(ln); err != nil {
@@ -175,4 +182,12 @@ func serveChild(listen string, h http.Handler) int {
 		return 1
 	}
 	return 0
+}
+
+func pprofMux() *http.ServeMux {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	return mux
 }

@@ -59,23 +59,33 @@ func NewHTTPClient(o ClientOptions) *http.Client {
 	}
 }
 
-// deadlineConn arms a fresh deadline before every read and write, turning
-// "no bytes for d" into a timeout error without any timer per request.
+// deadlineConn turns "no bytes for d" into a timeout error without any
+// timer per request. Arming a deadline costs a runtime timer update, which
+// per streamed chunk showed in profiles (3 % of CPU), so a deadline is armed
+// at now+d+d/8 and re-armed only once less than d remains: a silent upstream
+// times out after between d and 1.125·d, never sooner than configured.
 type deadlineConn struct {
 	net.Conn
-	read, write time.Duration
+	read, write         time.Duration
+	readLeft, writeLeft time.Time // current deadlines (zero: none armed)
 }
 
 func (c *deadlineConn) Read(b []byte) (int, error) {
 	if c.read > 0 {
-		_ = c.Conn.SetReadDeadline(time.Now().Add(c.read))
+		if now := time.Now(); c.readLeft.Sub(now) < c.read {
+			c.readLeft = now.Add(c.read + c.read/8)
+			_ = c.Conn.SetReadDeadline(c.readLeft)
+		}
 	}
 	return c.Conn.Read(b)
 }
 
 func (c *deadlineConn) Write(b []byte) (int, error) {
 	if c.write > 0 {
-		_ = c.Conn.SetWriteDeadline(time.Now().Add(c.write))
+		if now := time.Now(); c.writeLeft.Sub(now) < c.write {
+			c.writeLeft = now.Add(c.write + c.write/8)
+			_ = c.Conn.SetWriteDeadline(c.writeLeft)
+		}
 	}
 	return c.Conn.Write(b)
 }

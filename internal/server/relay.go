@@ -108,8 +108,11 @@ func (s *Server) pump(sw *sse.Writer, res *proxy.Result, tail streamTail, st *tr
 		}
 	}
 	sw.Flush()
+	res.Held = nil // relayed; the stream may run for minutes
+	var ev sse.Event // one per stream: its address is taken below
 	for {
-		ev, err := res.Events.Next()
+		var err error
+		ev, err = res.Events.Next()
 		if err != nil {
 			if tail != nil {
 				tail.Finish(sw)

@@ -64,7 +64,7 @@ type Reader struct {
 
 // readSize is the read buffer: big enough for typical chunks, small enough
 // to hold thousands of streams.
-const readSize = 4 << 10
+const readSize = 1 << 10
 
 // NewReader reads events from r.
 func NewReader(r io.Reader) *Reader {

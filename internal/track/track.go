@@ -7,6 +7,7 @@ package track
 import (
 	"bytes"
 	"time"
+	"unsafe"
 
 	"github.com/tidwall/gjson"
 
@@ -106,19 +107,33 @@ func (s *Stream) token(now time.Time) {
 }
 
 func (s *Stream) seeChat(data []byte, now time.Time) {
-	r := gjson.ParseBytes(data)
-	r.Get("choices").ForEach(func(_, c gjson.Result) bool {
+	// Every chunk of a stream comes through here: read it in place (no copy
+	// to a string; nothing read outlives this call) and walk each delta's
+	// keys once.
+	js := unsafe.String(unsafe.SliceData(data), len(data))
+	gjson.Get(js, "choices").ForEach(func(_, c gjson.Result) bool {
 		if s.proto == Completions {
 			if c.Get("text").String() != "" {
 				s.content(now)
 			}
 			return true
 		}
-		d := c.Get("delta")
-		if d.Get("reasoning_content").String() != "" || d.Get("reasoning").String() != "" || d.Get("thinking").String() != "" {
+		think, content := false, false
+		c.Get("delta").ForEach(func(k, v gjson.Result) bool {
+			switch k.Str {
+			case "reasoning_content", "reasoning", "thinking":
+				think = think || v.String() != ""
+			case "content", "refusal":
+				content = content || v.String() != ""
+			case "tool_calls":
+				content = true
+			}
+			return true
+		})
+		if think {
 			s.thinking(now)
 		}
-		if d.Get("content").String() != "" || d.Get("tool_calls").Exists() || d.Get("refusal").String() != "" {
+		if content {
 			s.content(now)
 		}
 		return true
@@ -128,6 +143,7 @@ func (s *Stream) seeChat(data []byte, now time.Time) {
 	if !bytes.Contains(data, usageKey) && !bytes.Contains(data, perfKey) {
 		return
 	}
+	r := gjson.Parse(js)
 	if u := r.Get("usage"); u.IsObject() {
 		s.Usage = openAIUsage(u)
 		if v := u.Get("tokens_per_second"); v.Float() > 0 {
