@@ -127,20 +127,52 @@ const MaxUnaryBody = 32 << 20
 // ReadUnary reads a whole unary answer, bounded by MaxUnaryBody. A
 // Buffered body is returned as is.
 func ReadUnary(ctx context.Context, body io.ReadCloser) ([]byte, error) {
+	return ReadUnarySized(ctx, body, -1)
+}
+
+// ReadUnarySized is ReadUnary knowing the answer's Content-Length (-1 when
+// unknown), so that a declared length is read into one exact buffer.
+func ReadUnarySized(ctx context.Context, body io.ReadCloser, size int64) ([]byte, error) {
 	if b, ok := body.(*Buffered); ok {
 		out, _ := b.Bytes()
 		return out, nil
 	}
 	defer body.Close()
-	var buf bytes.Buffer
-	n, err := buf.ReadFrom(io.LimitReader(body, MaxUnaryBody+1))
+	if size > MaxUnaryBody {
+		return nil, &Error{Kind: KindBadResponse, Msg: "upstream answer larger than 32 MiB"}
+	}
+	b, err := ReadAllSized(io.LimitReader(body, MaxUnaryBody+1), size)
 	if err != nil {
 		return nil, TransportError(ctx, err)
 	}
-	if n > MaxUnaryBody {
+	if len(b) > MaxUnaryBody {
 		return nil, &Error{Kind: KindBadResponse, Msg: "upstream answer larger than 32 MiB"}
 	}
-	return buf.Bytes(), nil
+	return b, nil
+}
+
+// ReadAllSized reads r to its end. With size ≥ 0 (a declared length) it
+// allocates once, exactly; a reader that disagrees with its size is still
+// read whole (net/http enforces Content-Length; this only sizes the buffer).
+func ReadAllSized(r io.Reader, size int64) ([]byte, error) {
+	if size < 0 || size > 64<<20 {
+		return io.ReadAll(r)
+	}
+	// One byte of room to see EOF without growing.
+	b := make([]byte, 0, size+1)
+	for {
+		n, err := r.Read(b[len(b):cap(b)])
+		b = b[:len(b)+n]
+		if err == io.EOF {
+			return b, nil
+		}
+		if err != nil {
+			return b, err
+		}
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)] // longer than declared: let append grow it
+		}
+	}
 }
 
 // ClassifyDoError turns an http.Client.Do failure into *Error. An EOF before

@@ -72,3 +72,39 @@ func TestClientReadBound(t *testing.T) {
 		})
 	}
 }
+
+func TestReadAllSized(t *testing.T) {
+	tests := []struct {
+		name string
+		body string
+		size int64
+	}{
+		{"declared length", "hello world", 11},
+		{"unknown length", "hello world", -1},
+		{"empty", "", 0},
+		{"longer than declared", "hello world", 4},
+		{"shorter than declared", "hello", 64},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			// iotest-like: one byte per Read, the hardest case for the loop.
+			got, err := ReadAllSized(io.LimitReader(&oneByte{s: tt.body}, 1<<20), tt.size)
+			if err != nil || string(got) != tt.body {
+				t.Fatalf("got %q, %v; want %q", got, err, tt.body)
+			}
+		})
+	}
+}
+
+type oneByte struct{ s string }
+
+func (o *oneByte) Read(p []byte) (int, error) {
+	if o.s == "" {
+		return 0, io.EOF
+	}
+	if len(p) == 0 {
+		return 0, nil
+	}
+	p[0], o.s = o.s[0], o.s[1:]
+	return 1, nil
+}

@@ -76,7 +76,17 @@ func (u *Upstream) NewRequest(ctx context.Context, url string, req *Request, bod
 // Do sends hr; a failure before any response is classified, and a non-2xx
 // answer comes back as its status, headers and bounded body.
 func (u *Upstream) Do(ctx context.Context, hr *http.Request) (*http.Response, error) {
-	resp, err := u.Client.Do(hr)
+	var resp *http.Response
+	var err error
+	if t := u.Client.Transport; t != nil && hr.URL.User == nil {
+		// Straight to the transport, as ReverseProxy does: the client's
+		// redirect bookkeeping (a copy of every header per request) buys
+		// nothing here, since redirects are never followed.
+		resp, err = t.RoundTrip(hr)
+	} else {
+		// user:pass@ in base_url: the client turns it into Basic auth.
+		resp, err = u.Client.Do(hr)
+	}
 	if err != nil {
 		return nil, ClassifyDoError(ctx, err)
 	}

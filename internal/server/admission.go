@@ -1,8 +1,12 @@
 package server
 
 import (
+	"bytes"
+	"math"
 	"net/http"
+	"strconv"
 	"time"
+	"unsafe"
 
 	"github.com/tidwall/gjson"
 	"github.com/tidwall/sjson"
@@ -51,23 +55,52 @@ func (s *Server) handleUsage(w http.ResponseWriter, r *http.Request) {
 }
 
 // withCost adds usage.cost_usd to a JSON answer that reports usage: the
-// catalog's price (or the provider's bill), null for an unknown model.
+// catalog's price (or the provider's bill), null for an unknown model. It
+// runs on every unary answer, so the common case (no cost_usd yet) is one
+// lookup and one exact copy with the field spliced in.
 func (s *Server) withCost(body []byte, res *proxy.Result, u track.Usage) []byte {
-	if !u.Known || !gjson.GetBytes(body, "usage").IsObject() {
+	if !u.Known {
+		return body
+	}
+	// Read in place: nothing read outlives body.
+	usage := gjson.Get(unsafe.String(unsafe.SliceData(body), len(body)), "usage")
+	if !usage.IsObject() {
 		return body
 	}
 	cost := s.Admission.CostUSD(res.Candidate.Provider, res.Candidate.Model, proxy.SpendUsage(u))
-	var out []byte
-	var err error
-	if cost == nil {
-		out, err = sjson.SetRawBytes(body, "usage.cost_usd", []byte("null"))
-	} else {
-		out, err = sjson.SetBytes(body, "usage.cost_usd", *cost)
+	val := []byte("null")
+	if cost != nil {
+		if math.IsInf(*cost, 0) || math.IsNaN(*cost) {
+			return body
+		}
+		val = strconv.AppendFloat(nil, *cost, 'f', -1, 64)
 	}
-	if err != nil {
-		return body
+	return setUsageField(body, usage, "cost_usd", val)
+}
+
+// setUsageField sets usage.<key> to the raw JSON val. usage must have been
+// read from body. When the key is new it is spliced in before the usage
+// object's closing brace, in one exact copy; otherwise sjson replaces it.
+func setUsageField(body []byte, usage gjson.Result, key string, val []byte) []byte {
+	end := usage.Index + len(usage.Raw) - 1 // the usage object's closing brace
+	if usage.Index <= 0 || end >= len(body) || body[end] != '}' || usage.Get(key).Exists() {
+		out, err := sjson.SetRawBytes(body, "usage."+key, val)
+		if err != nil {
+			return body
+		}
+		return out
 	}
-	return out
+	comma := len(bytes.TrimSpace(body[usage.Index+1:end])) > 0 // an empty object takes none
+	out := make([]byte, 0, len(body)+len(key)+len(val)+4)
+	out = append(out, body[:end]...)
+	if comma {
+		out = append(out, ',')
+	}
+	out = append(out, '"')
+	out = append(out, key...)
+	out = append(out, '"', ':')
+	out = append(out, val...)
+	return append(out, body[end:]...)
 }
 
 // settleStream ends a relayed stream's admission: real usage when the

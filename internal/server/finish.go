@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net/http"
 
 	"switchboard/internal/proxy"
 	"switchboard/internal/route"
@@ -35,9 +36,12 @@ func (s *Server) finishStream(ctx context.Context, rt *route.Route, res *proxy.R
 		slog.Int64("prompt_tokens", st.Usage.Input), slog.Int64("completion_tokens", st.Usage.Output))
 }
 
-// finishUnary records a unary answer's latency and usage.
-func (s *Server) finishUnary(ctx context.Context, rt *route.Route, res *proxy.Result, proto track.Protocol) {
-	defer s.Prober.AfterRequest(rt)
+// answerUnary writes a whole answer and records it. Probes are scheduled
+// before the write (so they are under way by the time the client has its
+// answer); the log line comes after it, off the client's wait.
+func (s *Server) answerUnary(ctx context.Context, w http.ResponseWriter, rt *route.Route, res *proxy.Result, status int, body []byte) {
+	s.Prober.AfterRequest(rt)
+	writeUnary(w, status, body)
 	if !s.Log.Enabled(ctx, slog.LevelInfo) {
 		return
 	}

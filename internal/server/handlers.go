@@ -1,7 +1,6 @@
 package server
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -208,11 +207,7 @@ func readBody(r *http.Request, w http.ResponseWriter, limit int64) ([]byte, *api
 	if r.ContentLength > limit {
 		return nil, tooLarge(limit)
 	}
-	var buf bytes.Buffer
-	if r.ContentLength > 0 {
-		buf.Grow(int(r.ContentLength))
-	}
-	_, err := buf.ReadFrom(http.MaxBytesReader(w, r.Body, limit))
+	b, err := provider.ReadAllSized(http.MaxBytesReader(w, r.Body, limit), r.ContentLength)
 	if err != nil {
 		var mb *http.MaxBytesError
 		if errors.As(err, &mb) {
@@ -220,7 +215,7 @@ func readBody(r *http.Request, w http.ResponseWriter, limit int64) ([]byte, *api
 		}
 		return nil, errInvalid("could not read the request body: " + err.Error())
 	}
-	return buf.Bytes(), nil
+	return b, nil
 }
 
 func tooLarge(limit int64) *apiError {

@@ -40,10 +40,7 @@ func (s *Server) handleMessages(w http.ResponseWriter, r *http.Request) {
 	if res.Native {
 		// Anthropic to Anthropic: relay untouched.
 		if res.Events == nil {
-			w.Header().Set("Content-Type", "application/json")
-			w.WriteHeader(res.Status)
-			_, _ = w.Write(res.Body)
-			s.finishUnary(r.Context(), rt, res, track.Messages)
+			s.answerUnary(r.Context(), w, rt, res, res.Status, res.Body)
 			return
 		}
 		startStream(w)
@@ -64,10 +61,7 @@ func (s *Server) handleMessages(w http.ResponseWriter, r *http.Request) {
 			writeError(w, Anthropic, &apiError{Status: http.StatusBadGateway, Message: "the provider's answer could not be translated: " + err.Error()})
 			return
 		}
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(http.StatusOK)
-		_, _ = w.Write(out)
-		s.finishUnary(r.Context(), rt, res, track.Chat)
+		s.answerUnary(r.Context(), w, rt, res, http.StatusOK, out)
 		return
 	}
 	startStream(w)

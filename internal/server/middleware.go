@@ -115,9 +115,11 @@ func (s *Server) wrap(next http.Handler) http.Handler {
 			rl := routeLabel(r.URL.Path)
 			s.Metrics.Requests.WithLabelValues(rl, metrics.Status(sw.status)).Inc()
 			s.Metrics.RequestDuration.WithLabelValues(rl).Observe(time.Since(start).Seconds())
-			s.Log.LogAttrs(ctx, slog.LevelInfo, "request", slog.String("method", r.Method),
-				slog.String("path", r.URL.Path), slog.Int("status", sw.status),
-				slog.Duration("duration", time.Since(start)))
+			if s.Log.Enabled(ctx, slog.LevelInfo) { // the attrs would be built for nothing
+				s.Log.LogAttrs(ctx, slog.LevelInfo, "request", slog.String("method", r.Method),
+					slog.String("path", r.URL.Path), slog.Int("status", sw.status),
+					slog.Duration("duration", time.Since(start)))
+			}
 		}()
 		next.ServeHTTP(sw, r)
 	})

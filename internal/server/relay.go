@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"strconv"
 
 	"github.com/tidwall/gjson"
 
@@ -30,11 +31,7 @@ func (s *Server) relay(w http.ResponseWriter, r *http.Request, res *proxy.Result
 	setAnswerHeaders(w, res)
 	proto := proxy.ProtocolOf(ep)
 	if res.Events == nil {
-		body := s.withCost(res.Body, res, res.Usage)
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(res.Status)
-		_, _ = w.Write(body)
-		s.finishUnary(r.Context(), rt, res, proto)
+		s.answerUnary(r.Context(), w, rt, res, res.Status, s.withCost(res.Body, res, res.Usage))
 		return
 	}
 	startStream(w)
@@ -70,6 +67,21 @@ func (s *Server) relay(w http.ResponseWriter, r *http.Request, res *proxy.Result
 			Message: "the upstream stream failed after it started: " + err.Error()}))
 	}
 	_ = sw.Done()
+}
+
+// writeUnary writes a whole JSON answer and flushes it with its length, so
+// the client has it before the bookkeeping after it (metrics, logs, probe
+// scheduling, releases) runs; net/http would otherwise hold the bytes until
+// the handler returns.
+func writeUnary(w http.ResponseWriter, status int, body []byte) {
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Content-Length", strconv.Itoa(len(body)))
+	w.WriteHeader(status)
+	_, _ = w.Write(body)
+	if f, ok := w.(http.Flusher); ok {
+		f.Flush()
+	}
 }
 
 func startStream(w http.ResponseWriter) {
@@ -108,7 +120,7 @@ func (s *Server) pump(sw *sse.Writer, res *proxy.Result, tail streamTail, st *tr
 		}
 	}
 	sw.Flush()
-	res.Held = nil // relayed; the stream may run for minutes
+	res.Held = nil   // relayed; the stream may run for minutes
 	var ev sse.Event // one per stream: its address is taken below
 	for {
 		var err error

@@ -17,6 +17,8 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 
 	"switchboard/internal/config"
 )
@@ -131,7 +133,15 @@ type Catalog struct {
 	families []Family
 	// overrides: provider → provider model name → merged entry.
 	overrides map[string]map[string]*Entry
+	// found remembers find's answers (a nil entry for a miss): find tries
+	// several spellings and a regexp, and runs for every priced answer.
+	// Bounded, since model names can come from clients.
+	found  sync.Map // string → *Entry
+	nfound atomic.Int32
 }
+
+// maxFound bounds the memo of find.
+const maxFound = 4096
 
 var builtin = mustParse(catalogJSON)
 
@@ -252,6 +262,19 @@ var dateSuffix = regexp.MustCompile(`-(\d{4}-\d{2}-\d{2}|\d{8})$`)
 // lower-cased, without a "models/" prefix, by its last path segment
 // ("accounts/x/models/m", "openai/gpt-4o"), then without a date suffix.
 func (c *Catalog) find(model string) (*Entry, bool) {
+	if v, ok := c.found.Load(model); ok {
+		e := v.(*Entry)
+		return e, e != nil
+	}
+	e, ok := c.search(model)
+	if c.nfound.Load() < maxFound {
+		c.nfound.Add(1)
+		c.found.Store(model, e)
+	}
+	return e, ok
+}
+
+func (c *Catalog) search(model string) (*Entry, bool) {
 	try := func(n string) (*Entry, bool) {
 		if e, ok := c.byName[n]; ok {
 			return e, true

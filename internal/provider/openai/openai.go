@@ -55,7 +55,7 @@ func (p *Provider) Send(ctx context.Context, req *provider.Request) (*provider.R
 	// Unary (or a server that answered a stream request with one JSON
 	// document): read it whole so that a 200 with HTML is a classified
 	// failure rather than garbage relayed to the client.
-	body, err := provider.ReadUnary(ctx, resp.Body)
+	body, err := provider.ReadUnarySized(ctx, resp.Body, resp.ContentLength)
 	if err != nil {
 		return nil, err
 	}
