@@ -136,7 +136,8 @@ type Timeouts struct {
 	// Open bounds connection setup (dial + TLS). Default 30 s, range 1 s..86400 s.
 	Open Duration `yaml:"open"`
 	// Read bounds each wait for upstream bytes: response headers and each
-	// streamed chunk. Default 300 s, range 1 s..86400 s.
+	// streamed chunk (a silent stream is cut after between Read and
+	// 1.125·Read). Default 300 s, range 1 s..86400 s.
 	Read Duration `yaml:"read"`
 	// Write bounds sending the request body. Default 60 s, range 1 s..86400 s.
 	Write Duration `yaml:"write"`

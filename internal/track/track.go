@@ -108,67 +108,76 @@ func (s *Stream) token(now time.Time) {
 
 func (s *Stream) seeChat(data []byte, now time.Time) {
 	// Every chunk of a stream comes through here: read it in place (no copy
-	// to a string; nothing read outlives this call) and walk each delta's
-	// keys once.
+	// to a string; nothing read outlives this call), in one pass over its
+	// keys and each choice's.
 	js := unsafe.String(unsafe.SliceData(data), len(data))
-	gjson.Get(js, "choices").ForEach(func(_, c gjson.Result) bool {
-		if s.proto == Completions {
-			if c.Get("text").String() != "" {
-				s.content(now)
+	gjson.Parse(js).ForEach(func(k, v gjson.Result) bool {
+		switch k.Str {
+		case "choices":
+			v.ForEach(func(_, c gjson.Result) bool {
+				s.seeChoice(c, now)
+				return true
+			})
+		case "usage":
+			if v.IsObject() {
+				s.Usage = openAIUsage(v)
+				if t := v.Get("tokens_per_second"); t.Float() > 0 {
+					s.serverTPS = t.Float()
+				}
+				if t := v.Get("completion_time"); t.Float() > 0 {
+					s.serverSeconds = t.Float()
+				}
 			}
-			return true
-		}
-		think, content := false, false
-		c.Get("delta").ForEach(func(k, v gjson.Result) bool {
-			switch k.Str {
-			case "reasoning_content", "reasoning", "thinking":
-				think = think || v.String() != ""
-			case "content", "refusal":
-				content = content || v.String() != ""
-			case "tool_calls":
-				content = true
+		case "x_groq":
+			// Groq puts its usage under x_groq in streams.
+			if u := v.Get("usage"); u.Get("completion_time").Float() > 0 {
+				s.serverSeconds = u.Get("completion_time").Float()
+				if !s.Usage.Known {
+					s.Usage = openAIUsage(u)
+				}
 			}
-			return true
-		})
-		if think {
-			s.thinking(now)
-		}
-		if content {
-			s.content(now)
+		case "perf_metrics":
+			if t := v.Get("generation-duration"); t.Float() > 0 {
+				s.serverSeconds = t.Float()
+			}
 		}
 		return true
 	})
-	// Usage and server timing come once, at the end: look only when the
-	// chunk mentions them.
-	if !bytes.Contains(data, usageKey) && !bytes.Contains(data, perfKey) {
-		return
-	}
-	r := gjson.Parse(js)
-	if u := r.Get("usage"); u.IsObject() {
-		s.Usage = openAIUsage(u)
-		if v := u.Get("tokens_per_second"); v.Float() > 0 {
-			s.serverTPS = v.Float()
-		}
-		if v := u.Get("completion_time"); v.Float() > 0 {
-			s.serverSeconds = v.Float()
-		}
-	}
-	// Groq puts its usage under x_groq in streams.
-	if v := r.Get("x_groq.usage.completion_time"); v.Float() > 0 {
-		s.serverSeconds = v.Float()
-		if !s.Usage.Known {
-			s.Usage = openAIUsage(r.Get("x_groq.usage"))
-		}
-	}
-	if v := r.Get("perf_metrics.generation-duration"); v.Float() > 0 {
-		s.serverSeconds = v.Float()
-	}
 }
 
-var (
-	usageKey = []byte(`"usage"`)
-	perfKey  = []byte(`"perf_metrics"`)
-)
+// seeChoice counts one choice of a chunk: a token of content or of
+// reasoning, by the delta's (or the completion's) non-empty fields.
+func (s *Stream) seeChoice(c gjson.Result, now time.Time) {
+	think, content := false, false
+	c.ForEach(func(k, v gjson.Result) bool {
+		switch k.Str {
+		case "text": // legacy completions
+			content = content || (s.proto == Completions && v.String() != "")
+		case "delta":
+			if s.proto == Completions {
+				break
+			}
+			v.ForEach(func(k, v gjson.Result) bool {
+				switch k.Str {
+				case "reasoning_content", "reasoning", "thinking":
+					think = think || v.String() != ""
+				case "content", "refusal":
+					content = content || v.String() != ""
+				case "tool_calls":
+					content = true
+				}
+				return true
+			})
+		}
+		return true
+	})
+	if think {
+		s.thinking(now)
+	}
+	if content {
+		s.content(now)
+	}
+}
 
 // openAIUsage reads a usage object in one pass over its keys.
 func openAIUsage(u gjson.Result) Usage {
