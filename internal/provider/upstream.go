@@ -19,6 +19,8 @@ type Upstream struct {
 	Header http.Header
 	Client *http.Client
 	next   atomic.Uint64
+	// bearer holds "Bearer <key>" for each key, made once.
+	bearer map[string][]string
 }
 
 // NewUpstream reads a provider's config; client is the shared client.
@@ -28,7 +30,19 @@ func NewUpstream(c *config.Provider, client *http.Client) *Upstream {
 	for k, v := range c.Headers {
 		u.Header.Set(k, v)
 	}
+	u.bearer = make(map[string][]string, len(u.Keys))
+	for _, k := range u.Keys {
+		u.bearer[k] = []string{"Bearer " + k}
+	}
 	return u
+}
+
+// Bearer is the Authorization value for key k.
+func (u *Upstream) Bearer(k string) []string {
+	if v, ok := u.bearer[k]; ok {
+		return v
+	}
+	return []string{"Bearer " + k}
 }
 
 // Key is the key of one request: the attempt loop's choice, else the next
@@ -45,6 +59,13 @@ func (u *Upstream) Key(req *Request) string {
 	}
 	return u.Keys[(u.next.Add(1)-1)%uint64(len(u.Keys))]
 }
+
+// Header values shared by every request: net/http never writes into a
+// value slice (Add appends past its length of one, which copies).
+var (
+	JSONType        = []string{"application/json"}
+	eventStreamType = []string{"text/event-stream"}
+)
 
 // NewRequest builds the POST of one attempt: the provider's headers under
 // the request's, JSON in, JSON or SSE out, and none of the client's own
@@ -64,11 +85,11 @@ func (u *Upstream) NewRequest(ctx context.Context, url string, req *Request, bod
 	h.Del("Authorization")
 	h.Del("X-Api-Key")
 	h.Del("X-Goog-Api-Key")
-	h.Set("Content-Type", "application/json")
+	h["Content-Type"] = JSONType
 	if req.Stream {
-		h.Set("Accept", "text/event-stream")
+		h["Accept"] = eventStreamType
 	} else {
-		h.Set("Accept", "application/json")
+		h["Accept"] = JSONType
 	}
 	return hr, nil
 }

@@ -483,19 +483,32 @@ func (p *Proxy) request(c *Call, cand *route.Candidate) (req *provider.Request, 
 	if c.Native != nil && cand.Type == "anthropic" {
 		ep, body, native = provider.Messages, c.Native, true
 	}
-	body, err := sjson.SetBytes(body, "model", cand.Model)
+	var err error
+	if cand.ModelJSON != nil {
+		body, err = sjson.SetRawBytes(body, "model", cand.ModelJSON)
+	} else {
+		body, err = sjson.SetBytes(body, "model", cand.Model)
+	}
 	if err != nil {
 		return nil, false, false, &provider.Error{Kind: provider.KindBadResponse, Msg: "cannot rewrite model", Err: err}
 	}
 	if c.Meter && c.Stream && ep == provider.Chat && (cand.Type == "openai" || cand.Type == "mock") {
 		body, strip = spend.WithStreamUsage(body)
 	}
-	h := make(http.Header, len(c.Header)+len(cand.Header))
-	for k, v := range c.Header {
-		h[k] = v
-	}
-	for k, v := range cand.Header {
-		h[k] = v
+	// Providers only read these headers, so either set alone is shared.
+	h := c.Header
+	switch {
+	case len(cand.Header) == 0:
+	case len(c.Header) == 0:
+		h = cand.Header
+	default:
+		h = make(http.Header, len(c.Header)+len(cand.Header))
+		for k, v := range c.Header {
+			h[k] = v
+		}
+		for k, v := range cand.Header {
+			h[k] = v
+		}
 	}
 	req = &provider.Request{Endpoint: ep, Body: body, Stream: c.Stream, Model: cand.Model, Header: h}
 	if n := len(cand.Keys); n > 0 {

@@ -5,6 +5,7 @@
 package route
 
 import (
+	"encoding/json"
 	"net/http"
 
 	"switchboard/internal/config"
@@ -32,6 +33,11 @@ type Candidate struct {
 	RateLimited bool
 	// Send is the provider instance.
 	Send provider.Provider
+	// ModelJSON is Model as a JSON string and ProviderValue is Provider as
+	// a header value, both made once here rather than on every request
+	// (nil in hand-built candidates: callers fall back).
+	ModelJSON     []byte
+	ProviderValue []string
 }
 
 // Route is one model's compiled routing.
@@ -83,12 +89,19 @@ func Compile(cfg *config.Config, build Builder) *Table {
 				Keys:        pc.Keys(),
 				RateLimited: pc.RPM != nil || pc.TPM != nil,
 				Send:        instances[e.Provider],
+				ModelJSON:     jsonString(e.Model),
+				ProviderValue: []string{e.Provider},
 			})
 		}
 		t.routes[m.Name] = r
 		t.order = append(t.order, r)
 	}
 	return t
+}
+
+func jsonString(s string) []byte {
+	b, _ := json.Marshal(s)
+	return b
 }
 
 // Lookup finds a model's route; nil when the model is not configured.

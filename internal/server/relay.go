@@ -22,7 +22,11 @@ import (
 func setAnswerHeaders(w http.ResponseWriter, res *proxy.Result) {
 	h := w.Header()
 	copyUpstreamHeaders(h, res.Header)
-	h.Set("X-Switchboard-Provider", res.Candidate.Provider)
+	if v := res.Candidate.ProviderValue; v != nil {
+		h["X-Switchboard-Provider"] = v
+	} else {
+		h.Set("X-Switchboard-Provider", res.Candidate.Provider)
+	}
 }
 
 // relay writes a committed result in the OpenAI protocol, measuring it on
@@ -75,7 +79,7 @@ func (s *Server) relay(w http.ResponseWriter, r *http.Request, res *proxy.Result
 // the handler returns.
 func writeUnary(w http.ResponseWriter, status int, body []byte) {
 	h := w.Header()
-	h.Set("Content-Type", "application/json")
+	h["Content-Type"] = provider.JSONType
 	h.Set("Content-Length", strconv.Itoa(len(body)))
 	w.WriteHeader(status)
 	_, _ = w.Write(body)

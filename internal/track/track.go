@@ -305,11 +305,13 @@ func rate(n int, first, last time.Time) float64 {
 
 // Unary reads a whole answer's usage, for any protocol.
 func Unary(p Protocol, body []byte) Usage {
+	// Read in place: only numbers leave this function.
+	usage := gjson.Get(unsafe.String(unsafe.SliceData(body), len(body)), "usage")
 	switch p {
 	case Responses:
-		return responsesUsage(gjson.GetBytes(body, "usage"))
+		return responsesUsage(usage)
 	case Messages:
-		u := gjson.GetBytes(body, "usage")
+		u := usage
 		return Usage{
 			Input:      u.Get("input_tokens").Int() + u.Get("cache_read_input_tokens").Int() + u.Get("cache_creation_input_tokens").Int(),
 			Output:     u.Get("output_tokens").Int(),
@@ -318,5 +320,5 @@ func Unary(p Protocol, body []byte) Usage {
 			Known:      u.Get("input_tokens").Exists() || u.Get("output_tokens").Exists(),
 		}
 	}
-	return openAIUsage(gjson.GetBytes(body, "usage"))
+	return openAIUsage(usage)
 }

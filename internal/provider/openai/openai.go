@@ -36,7 +36,7 @@ func (p *Provider) Send(ctx context.Context, req *provider.Request) (*provider.R
 	}
 	if k := p.Key(req); k != "" {
 		if p.bearer {
-			hr.Header.Set("Authorization", "Bearer "+k)
+			hr.Header["Authorization"] = p.Bearer(k)
 		} else {
 			hr.Header.Set("X-Api-Key", k)
 		}
