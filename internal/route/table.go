@@ -81,14 +81,14 @@ func Compile(cfg *config.Config, build Builder) *Table {
 				h.Set(k, v)
 			}
 			r.Candidates = append(r.Candidates, &Candidate{
-				Provider:    e.Provider,
-				Type:        pc.Type,
-				Model:       e.Model,
-				Header:      h,
-				Primary:     e.Primary,
-				Keys:        pc.Keys(),
-				RateLimited: pc.RPM != nil || pc.TPM != nil,
-				Send:        instances[e.Provider],
+				Provider:      e.Provider,
+				Type:          pc.Type,
+				Model:         e.Model,
+				Header:        h,
+				Primary:       e.Primary,
+				Keys:          pc.Keys(),
+				RateLimited:   pc.RPM != nil || pc.TPM != nil,
+				Send:          instances[e.Provider],
 				ModelJSON:     jsonString(e.Model),
 				ProviderValue: []string{e.Provider},
 			})
