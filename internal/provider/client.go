@@ -121,6 +121,9 @@ func ReadErrorBody(body io.ReadCloser) []byte {
 	return b
 }
 
+// maxPrealloc bounds what a declared length reserves before its bytes come.
+const maxPrealloc = 1 << 20
+
 // MaxUnaryBody bounds a buffered (non-streamed) upstream answer.
 const MaxUnaryBody = 32 << 20
 
@@ -152,14 +155,16 @@ func ReadUnarySized(ctx context.Context, body io.ReadCloser, size int64) ([]byte
 }
 
 // ReadAllSized reads r to its end. With size ≥ 0 (a declared length) it
-// allocates once, exactly; a reader that disagrees with its size is still
-// read whole (net/http enforces Content-Length; this only sizes the buffer).
+// allocates once, exactly, up to 1 MiB: a declared length is a claim, and
+// a client declaring 10 MB and sending nothing must not get 10 MB reserved
+// per connection, so larger bodies grow as their bytes arrive. A reader
+// that disagrees with its size is still read whole.
 func ReadAllSized(r io.Reader, size int64) ([]byte, error) {
-	if size < 0 || size > 64<<20 {
+	if size < 0 {
 		return io.ReadAll(r)
 	}
 	// One byte of room to see EOF without growing.
-	b := make([]byte, 0, size+1)
+	b := make([]byte, 0, min(size, maxPrealloc)+1)
 	for {
 		n, err := r.Read(b[len(b):cap(b)])
 		b = b[:len(b)+n]

@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 )
@@ -107,4 +108,18 @@ func (o *oneByte) Read(p []byte) (int, error) {
 	}
 	p[0], o.s = o.s[0], o.s[1:]
 	return 1, nil
+}
+
+// A declared length is a claim: a body far smaller than declared reserves
+// at most maxPrealloc, and one far larger is still read whole.
+func TestReadAllSizedDoesNotTrustHugeLengths(t *testing.T) {
+	got, err := ReadAllSized(io.LimitReader(&oneByte{s: "tiny"}, 1<<20), 10<<30)
+	if err != nil || string(got) != "tiny" || cap(got) > maxPrealloc+1 {
+		t.Fatalf("got %q (cap %d), %v", got, cap(got), err)
+	}
+	big := strings.Repeat("x", 3<<20)
+	got, err = ReadAllSized(strings.NewReader(big), 3<<20)
+	if err != nil || len(got) != len(big) {
+		t.Fatalf("read %d bytes, %v; want %d", len(got), err, len(big))
+	}
 }
