@@ -105,9 +105,12 @@ type streamTail interface {
 	Finish(sw *sse.Writer)
 }
 
-// pump writes the held events, then relays the rest event by event, each
-// flushed, feeding st when tracking is on. It returns nil at a clean end,
-// errClientGone when the client left, or the upstream's error.
+// pump writes the held events, then relays the rest event by event,
+// feeding st when tracking is on. Writes are flushed whenever the reader is
+// about to wait for the upstream, so no event waits in a buffer, and events
+// that arrived together leave in one write (as ReverseProxy relays what one
+// read returned). It returns nil at a clean end, errClientGone when the
+// client left, or the upstream's error.
 func (s *Server) pump(sw *sse.Writer, res *proxy.Result, tail streamTail, st *track.Stream) error {
 	// Held events go out together: one flush for the status line, headers
 	// and everything up to the first token.
@@ -124,12 +127,15 @@ func (s *Server) pump(sw *sse.Writer, res *proxy.Result, tail streamTail, st *tr
 		}
 	}
 	sw.Flush()
-	res.Held = nil   // relayed; the stream may run for minutes
+	res.Held = nil // relayed; the stream may run for minutes
+	res.Events.BeforeRead(sw.Flush)
+	defer res.Events.BeforeRead(nil)
 	var ev sse.Event // one per stream: its address is taken below
 	for {
 		var err error
 		ev, err = res.Events.Next()
 		if err != nil {
+			sw.Flush()
 			if tail != nil {
 				tail.Finish(sw)
 				return nil
@@ -155,7 +161,7 @@ func (s *Server) pump(sw *sse.Writer, res *proxy.Result, tail streamTail, st *tr
 				raw = s.costEvent(&ev, res, st)
 			}
 		}
-		if err := sw.Raw(raw); err != nil {
+		if err := sw.Write(raw); err != nil {
 			return errClientGone
 		}
 	}

@@ -60,7 +60,15 @@ type Reader struct {
 	raw  []byte
 	data []byte
 	com  [][]byte
+	// beforeFill runs before every read of the source (see BeforeRead).
+	beforeFill func()
 }
+
+// BeforeRead sets f to run before each read of the source, that is before
+// the reader may wait for bytes. A relay flushes there: events that
+// arrived together leave in one write, and none waits in a buffer while
+// the reader waits for the next.
+func (r *Reader) BeforeRead(f func()) { r.beforeFill = f }
 
 // readSize is the read buffer: big enough for typical chunks, small enough
 // to hold thousands of streams.
@@ -200,6 +208,9 @@ func lineEnd(b []byte) int {
 func (r *Reader) fill() error {
 	if r.err != nil {
 		return r.err
+	}
+	if r.beforeFill != nil {
+		r.beforeFill()
 	}
 	if r.r > 0 {
 		n := copy(r.buf, r.buf[r.r:r.w])

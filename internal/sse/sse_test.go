@@ -117,3 +117,41 @@ func FuzzReader(f *testing.F) {
 		}
 	})
 }
+
+// chunks yields one chunk per Read, like a body whose writes arrive apart.
+type chunks []string
+
+func (c *chunks) Read(p []byte) (int, error) {
+	if len(*c) == 0 {
+		return 0, io.EOF
+	}
+	n := copy(p, (*c)[0])
+	(*c)[0] = (*c)[0][n:]
+	if (*c)[0] == "" {
+		*c = (*c)[1:]
+	}
+	return n, nil
+}
+
+// The hook runs before every read of the source and never between events
+// that arrived together: a relay flushing there sends a burst in one write
+// and holds nothing while it waits.
+func TestBeforeReadRunsOnlyBeforeReads(t *testing.T) {
+	src := chunks{"data: a\n\ndata: b\n\n", "data: c\n\n"}
+	r := NewReader(&src)
+	hooks := 0
+	r.BeforeRead(func() { hooks++ })
+	want := []struct {
+		data  string
+		hooks int // hook runs seen once the event is returned
+	}{{"a", 1}, {"b", 1}, {"c", 2}}
+	for _, w := range want {
+		ev, err := r.Next()
+		if err != nil || string(ev.Data) != w.data || hooks != w.hooks {
+			t.Fatalf("event %q (err %v) after %d hook runs; want %q after %d", ev.Data, err, hooks, w.data, w.hooks)
+		}
+	}
+	if _, err := r.Next(); err != io.EOF || hooks != 3 {
+		t.Fatalf("end: %v after %d hook runs, want EOF after 3", err, hooks)
+	}
+}
