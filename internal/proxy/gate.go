@@ -1,6 +1,8 @@
 package proxy
 
 import (
+	"unsafe"
+
 	"github.com/tidwall/gjson"
 
 	"switchboard/internal/provider"
@@ -39,6 +41,29 @@ func GateFor(ep provider.Endpoint) Gate {
 }
 
 func chatGate(ev *sse.Event) Verdict {
+	return choicesGate(ev, func(c gjson.Result) bool {
+		commit := false
+		c.Get("delta").ForEach(func(k, v gjson.Result) bool {
+			switch k.Str {
+			case "content", "reasoning_content", "reasoning", "thinking", "refusal":
+				commit = v.String() != ""
+			case "tool_calls", "function_call":
+				commit = true
+			}
+			return !commit
+		})
+		return commit
+	})
+}
+
+func completionsGate(ev *sse.Event) Verdict {
+	return choicesGate(ev, func(c gjson.Result) bool { return c.Get("text").String() != "" })
+}
+
+// choicesGate is the gate of the chat and completions streams: an error
+// fails, a choice with a token (per token) or a finish reason commits.
+// The event is read in place: nothing read outlives the call.
+func choicesGate(ev *sse.Event, token func(choice gjson.Result) bool) Verdict {
 	if len(ev.Data) == 0 {
 		return Hold
 	}
@@ -48,47 +73,18 @@ func chatGate(ev *sse.Event) Verdict {
 	if !gjson.ValidBytes(ev.Data) {
 		return Fail // a broken line before the first token: try elsewhere
 	}
-	r := gjson.ParseBytes(ev.Data)
+	r := gjson.Parse(unsafe.String(unsafe.SliceData(ev.Data), len(ev.Data)))
 	if r.Get("error").Exists() {
 		return Fail
 	}
-	for _, c := range r.Get("choices").Array() {
-		d := c.Get("delta")
-		if d.Get("content").String() != "" || d.Get("reasoning_content").String() != "" ||
-			d.Get("reasoning").String() != "" || d.Get("thinking").String() != "" ||
-			d.Get("tool_calls").Exists() || d.Get("function_call").Exists() || d.Get("refusal").String() != "" {
-			return Commit
+	v := Hold
+	r.Get("choices").ForEach(func(_, c gjson.Result) bool {
+		if f := c.Get("finish_reason"); token(c) || f.Exists() && f.Type != gjson.Null {
+			v = Commit
 		}
-		if f := c.Get("finish_reason"); f.Exists() && f.Type != gjson.Null {
-			return Commit
-		}
-	}
-	return Hold
-}
-
-func completionsGate(ev *sse.Event) Verdict {
-	if len(ev.Data) == 0 {
-		return Hold
-	}
-	if ev.Done() {
-		return Fail
-	}
-	if !gjson.ValidBytes(ev.Data) {
-		return Fail
-	}
-	r := gjson.ParseBytes(ev.Data)
-	if r.Get("error").Exists() {
-		return Fail
-	}
-	for _, c := range r.Get("choices").Array() {
-		if c.Get("text").String() != "" {
-			return Commit
-		}
-		if f := c.Get("finish_reason"); f.Exists() && f.Type != gjson.Null {
-			return Commit
-		}
-	}
-	return Hold
+		return v == Hold
+	})
+	return v
 }
 
 func responsesGate(ev *sse.Event) Verdict {
