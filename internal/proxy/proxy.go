@@ -547,13 +547,19 @@ func (p *Proxy) available(order []*route.Candidate) ([]*route.Candidate, bool) {
 	if p.Health == nil {
 		return order, false
 	}
-	out := make([]*route.Candidate, 0, len(order))
-	for _, c := range order {
-		if p.Health.Available(c.Provider) {
+	var out []*route.Candidate // allocated only when one is left out
+	for i, c := range order {
+		switch ok := p.Health.Available(c.Provider); {
+		case ok && out != nil:
 			out = append(out, c)
+		case !ok && out == nil:
+			out = append(make([]*route.Candidate, 0, len(order)), order[:i]...)
 		}
 	}
-	if len(out) == 0 {
+	switch {
+	case out == nil:
+		return order, false // all available
+	case len(out) == 0:
 		return order, true
 	}
 	return out, false

@@ -12,8 +12,12 @@ type Policy interface {
 // measured score when the model auto-switches, else in config order.
 type Measured struct{ Stats *Stats }
 
-// Order implements Policy.
+// Order implements Policy. The result is the caller's to read, not to
+// modify: a single-provider route returns its own candidate list.
 func (p Measured) Order(r *Route) []*Candidate {
+	if len(r.Candidates) == 1 {
+		return r.Candidates
+	}
 	active := p.ActiveIndex(r)
 	out := make([]*Candidate, 0, len(r.Candidates))
 	out = append(out, r.Candidates[active])
