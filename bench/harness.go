@@ -532,7 +532,7 @@ func (h *harness) runMode(mi int, m Mode, mr *ModeResult) error {
 	}
 	accs := map[string]*acc{}
 	for _, t := range h.targets {
-		a := &acc{res: JobResult{Latency: newHist(), TTFB: newHist(), Transit: newHist(), GapAdded: newHist(),
+		a := &acc{res: JobResult{Latency: newHist(), TTFB: newHist(), TTFT: newHist(), Transit: newHist(), GapAdded: newHist(),
 			SchedLate: newHist(), ErrorSamples: map[string]int64{}}}
 		if t.proxy != nil {
 			a.rssIdle, _, _ = procStatus(t.proxy.pid)
@@ -666,6 +666,7 @@ func (h *harness) measure(m Mode, t *target, d time.Duration, a *acc, id string)
 	x.PeakOpen = max(x.PeakOpen, r.PeakOpen)
 	x.Latency.Merge(r.Latency)
 	x.TTFB.Merge(r.TTFB)
+	x.TTFT.Merge(r.TTFT)
 	x.Transit.Merge(r.Transit)
 	x.GapAdded.Merge(r.GapAdded)
 	x.SchedLate.Merge(r.SchedLate)
@@ -742,10 +743,10 @@ func finish(m Mode, t *target, a *acc) *TargetResult {
 	x := &a.res
 	tr := &TargetResult{Target: t.name, Sent: x.Sent, OK: x.OK, Errors: x.Errors, NotSent: x.NotSent, Cut: x.Cut,
 		ErrorSamples: x.ErrorSamples, Seconds: a.elapsed.Seconds(), Chunks: x.Chunks, PeakOpen: x.PeakOpen,
-		Latency: x.Latency.Pcts(), TTFB: x.TTFB.Pcts(), Transit: x.Transit.Pcts(), GapAdded: x.GapAdded.Pcts(),
+		Latency: x.Latency.Pcts(), TTFB: x.TTFB.Pcts(), TTFT: x.TTFT.Pcts(), Transit: x.Transit.Pcts(), GapAdded: x.GapAdded.Pcts(),
 		SchedLate: x.SchedLate.Pcts(), Delayed1ms: x.GapAdded.FracAbove(int64(time.Millisecond)), UpstreamRSSPeakKB: a.peakUp, LoadgenRSSPeakKB: a.peakLG,
 		ProxyCPUSec: float64(a.cpuProxy) / 1e9, UpstreamCPUSec: float64(a.cpuUp) / 1e9, LoadgenCPUSec: float64(a.cpuLG) / 1e9,
-		Hists: map[string]*Hist{"latency": x.Latency, "ttfb": x.TTFB, "transit": x.Transit, "gap_added": x.GapAdded}}
+		Hists: map[string]*Hist{"latency": x.Latency, "ttfb": x.TTFB, "ttft": x.TTFT, "transit": x.Transit, "gap_added": x.GapAdded}}
 	if len(tr.ErrorSamples) == 0 {
 		tr.ErrorSamples = nil
 	}

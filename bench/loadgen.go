@@ -68,8 +68,11 @@ type JobResult struct {
 	PerSecond []int64 `json:"per_second,omitempty"`
 	Latency   *Hist   `json:"latency"`
 	TTFB      *Hist   `json:"ttfb"`
-	Transit   *Hist   `json:"transit"`
-	GapAdded  *Hist   `json:"gap_added"`
+	// TTFT is the time to the first token chunk: a bare proxy relays the
+	// role chunk before it, the gateway holds that chunk until the token.
+	TTFT     *Hist `json:"ttft"`
+	Transit  *Hist `json:"transit"`
+	GapAdded *Hist `json:"gap_added"`
 	// SchedLate is how late the open-loop scheduler dispatched (its own
 	// lag: large values mean the generator could not keep up).
 	SchedLate *Hist `json:"sched_late"`
@@ -79,14 +82,14 @@ type JobResult struct {
 
 // stats is one worker's or one stream's share, merged under a lock.
 type stats struct {
-	ok, errs, cut, chunks        int64
-	lat, ttfb, transit, gap, lag *Hist
-	perSec                       []int64
-	errSamples                   map[string]int64
+	ok, errs, cut, chunks              int64
+	lat, ttfb, ttft, transit, gap, lag *Hist
+	perSec                             []int64
+	errSamples                         map[string]int64
 }
 
 func newStats() *stats {
-	return &stats{lat: newHist(), ttfb: newHist(), transit: newHist(), gap: newHist(), lag: newHist(),
+	return &stats{lat: newHist(), ttfb: newHist(), ttft: newHist(), transit: newHist(), gap: newHist(), lag: newHist(),
 		errSamples: map[string]int64{}}
 }
 
@@ -118,6 +121,7 @@ func (s *stats) merge(o *stats) {
 	s.chunks += o.chunks
 	s.lat.Merge(o.lat)
 	s.ttfb.Merge(o.ttfb)
+	s.ttft.Merge(o.ttft)
 	s.transit.Merge(o.transit)
 	s.gap.Merge(o.gap)
 	s.lag.Merge(o.lag)
@@ -295,6 +299,9 @@ func (g *gen) stream(ctx context.Context, at time.Time, st *stats) {
 			continue
 		}
 		recv := now.UnixNano()
+		if count == 0 {
+			st.ttft.Add(int64(now.Sub(at)))
+		}
 		st.transit.Add(recv - sent)
 		if count > 0 {
 			st.gap.Add((recv - prevRecv) - (sent - prevSent))
@@ -420,7 +427,7 @@ func (g *gen) run() JobResult {
 	res.Sent, res.NotSent = sent.Load(), notSent.Load()
 	res.OK, res.Errors, res.Cut, res.Chunks = s.ok, s.errs, s.cut, s.chunks
 	res.ErrorSamples = s.errSamples
-	res.Latency, res.TTFB, res.Transit, res.GapAdded, res.SchedLate = s.lat, s.ttfb, s.transit, s.gap, s.lag
+	res.Latency, res.TTFB, res.TTFT, res.Transit, res.GapAdded, res.SchedLate = s.lat, s.ttfb, s.ttft, s.transit, s.gap, s.lag
 	res.PeakOpen = g.peak.Load()
 	// Keep whole seconds inside the measured duration only.
 	whole := int(j.Duration / time.Second)

@@ -58,6 +58,7 @@ type TargetResult struct {
 	RPSMean  float64 `json:"rps_mean"`
 	Latency  Pcts    `json:"latency"`
 	TTFB     Pcts    `json:"ttfb"`
+	TTFT     Pcts    `json:"ttft"`
 	Transit  Pcts    `json:"chunk_transit"`
 	GapAdded Pcts    `json:"inter_chunk_added"`
 	// Delayed1ms is the share of chunks whose inter-chunk delay grew by
@@ -275,6 +276,9 @@ func rows(rep *Report, m *ModeResult) []row {
 		metric("TTFB p99 ms", func(t *TargetResult) float64 { return t.TTFB.P99 }, true)
 		added("TTFB added p50 ms", func(t *TargetResult) float64 { return t.TTFB.P50 })
 		added("TTFB added p99 ms", func(t *TargetResult) float64 { return t.TTFB.P99 })
+		metric("time to first token p50 ms", func(t *TargetResult) float64 { return t.TTFT.P50 }, true)
+		added("first token added p50 ms", func(t *TargetResult) float64 { return t.TTFT.P50 })
+		added("first token added p99 ms", func(t *TargetResult) float64 { return t.TTFT.P99 })
 		metric("chunk transit p50 ms", func(t *TargetResult) float64 { return t.Transit.P50 }, true)
 		metric("chunk transit p99 ms", func(t *TargetResult) float64 { return t.Transit.P99 }, true)
 		metric("inter-chunk added p99 ms", func(t *TargetResult) float64 { return t.GapAdded.P99 }, false)

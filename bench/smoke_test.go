@@ -73,8 +73,8 @@ func TestSmoke(t *testing.T) {
 			case r.OK == 0 || r.Errors > 0 || r.Cut > 0 || r.NotSent > 0:
 				t.Errorf("%s/%s: ok=%d errors=%d cut=%d not_sent=%d %v", m.Name, name, r.OK, r.Errors, r.Cut, r.NotSent, r.ErrorSamples)
 			case m.Kind == kindStreamOpen || m.Kind == kindStreamConc:
-				if r.Chunks == 0 || r.TTFB.N == 0 {
-					t.Errorf("%s/%s: streamed %d chunks, %d TTFB samples", m.Name, name, r.Chunks, r.TTFB.N)
+				if r.Chunks == 0 || r.TTFB.N == 0 || r.TTFT.N == 0 {
+					t.Errorf("%s/%s: streamed %d chunks, %d TTFB and %d TTFT samples", m.Name, name, r.Chunks, r.TTFB.N, r.TTFT.N)
 				}
 			case r.Latency.N == 0:
 				t.Errorf("%s/%s: no latency samples", m.Name, name)
