@@ -429,3 +429,53 @@ func TestMockEndpoints(t *testing.T) {
 		}
 	}
 }
+
+// A unary answer goes out with its exact length (it is flushed before the
+// gateway's bookkeeping, so it must not fall back to chunked encoding),
+// cost_usd included.
+func TestUnaryAnswerCarriesItsLength(t *testing.T) {
+	u := newUpstream(t, okChat)
+	g := startGateway(t, upstreamYAML("up", u.URL, ""))
+	resp, err := http.Post(g.URL+"/v1/chat/completions", "application/json", strings.NewReader(`{"model":"m","messages":[]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.ContentLength != int64(len(b)) || len(resp.TransferEncoding) != 0 {
+		t.Fatalf("Content-Length %d, transfer encoding %v, body %d bytes", resp.ContentLength, resp.TransferEncoding, len(b))
+	}
+	if !gjson.GetBytes(b, "usage.cost_usd").Exists() || !gjson.ValidBytes(b) {
+		t.Fatalf("body %s", b)
+	}
+}
+
+// user:pass@ in a base URL still reaches the upstream as Basic auth where
+// the provider's own key travels in another header (x-api-key for
+// Anthropic), e.g. a self-hosted server behind an authenticating proxy.
+func TestBaseURLCredentialsBecomeBasicAuth(t *testing.T) {
+	u := newUpstream(t, func(w http.ResponseWriter, r *http.Request, _ []byte) {
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"id":"msg_1","type":"message","role":"assistant","model":"claude-x","content":[{"type":"text","text":"hi"}],"stop_reason":"end_turn","usage":{"input_tokens":3,"output_tokens":1}}`)
+	})
+	base := strings.Replace(u.URL, "http://", "http://alice:s3cret@", 1)
+	g := startGateway(t, fmt.Sprintf(`providers:
+  self:
+    type: anthropic
+    base_url: %s
+    api_key: sk-self
+models:
+  - name: m
+    providers: [{provider: self, model: claude-x}]
+`, base))
+	if a := g.post("/v1/chat/completions", `{"model":"m","messages":[{"role":"user","content":"hi"}]}`); a.Status != 200 {
+		t.Fatalf("status %d: %s", a.Status, a.Body)
+	}
+	h, _ := u.last()
+	if got := h.Get("Authorization"); got != "Basic YWxpY2U6czNjcmV0" {
+		t.Fatalf("Authorization = %q, want Basic alice:s3cret", got)
+	}
+	if got := h.Get("X-Api-Key"); got != "sk-self" {
+		t.Fatalf("X-Api-Key = %q", got)
+	}
+}
