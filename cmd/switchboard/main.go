@@ -172,7 +172,7 @@ func serve(args []string, stderr io.Writer) int {
 	srv.Admission = admit.New(st, clock.Real{}, srv.Metrics.Registry)
 	if rs, ok := st.(*store.Redis); ok {
 		// A fleet: provider health is shared too (see docs/fleet.md).
-		srv.Health.SetShared(rs.Health())
+		srv.JoinFleet(rs)
 	}
 	srv.Apply(cfg)
 	if err := srv.LoadState(stateDir); err != nil {

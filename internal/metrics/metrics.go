@@ -109,3 +109,17 @@ func (m *Metrics) WatchProviders(read func() []ProviderState) {
 		read:    read,
 	})
 }
+
+// WatchRedis exports switchboard_redis_up: 1 while the fleet's Redis
+// answers, 0 while this replica runs on its own fallbacks (rate limits in
+// process, budgeted requests refused).
+func (m *Metrics) WatchRedis(up func() bool) {
+	m.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "switchboard_redis_up", Help: "1 while the shared Redis answers, 0 while this replica runs on its fallbacks.",
+	}, func() float64 {
+		if up() {
+			return 1
+		}
+		return 0
+	}))
+}

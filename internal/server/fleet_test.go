@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -47,7 +48,7 @@ func startFleet(t *testing.T, srv *redistest.Server, n int, yaml string) []*gate
 		t.Cleanup(func() { st.Close() })
 		s := New(log, nil, nil)
 		s.Admission = admit.New(st, s.Clock, s.Metrics.Registry)
-		s.Health.SetShared(st.Health())
+		s.JoinFleet(st)
 		s.Apply(cfg)
 		ts := httptest.NewServer(s.Handler())
 		t.Cleanup(ts.Close)
@@ -287,10 +288,13 @@ func TestFleetSurvivesRedisLoss(t *testing.T) {
 	srv.Kill()
 	phase.Store("down")
 	time.Sleep(time.Second)
-	// Every replica noticed, each with one warning.
+	// Every replica noticed, each with one warning, and says so in metrics.
 	for i, g := range fleet {
 		if n := strings.Count(g.logs.String(), "redis is unavailable"); n != 1 {
 			t.Errorf("replica %d logged %d warnings, want 1", i+1, n)
+		}
+		if up := redisUp(t, g); up != 0 {
+			t.Errorf("replica %d: switchboard_redis_up %v during the outage", i+1, up)
 		}
 	}
 	srv.Restart()
@@ -302,6 +306,9 @@ func TestFleetSurvivesRedisLoss(t *testing.T) {
 			a, err := send(g.URL, chatBody, "x-api-key", "paid")
 			return err == nil && a.Status == 200
 		})
+	}
+	for _, g := range fleet {
+		waitFor(t, func() bool { return redisUp(t, g) == 1 })
 	}
 	phase.Store("after")
 	time.Sleep(200 * time.Millisecond)
@@ -338,4 +345,23 @@ func TestFleetSurvivesRedisLoss(t *testing.T) {
 			t.Errorf("replica %d never logged recovery", i+1)
 		}
 	}
+}
+
+// redisUp reads switchboard_redis_up from a replica's /metrics.
+func redisUp(t *testing.T, g *gateway) float64 {
+	t.Helper()
+	resp, err := http.Get(g.URL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "switchboard_redis_up "); ok {
+			f, _ := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			return f
+		}
+	}
+	t.Fatalf("no switchboard_redis_up in /metrics")
+	return -1
 }

@@ -101,6 +101,13 @@ func New(log *slog.Logger, clk clock.Clock, client *http.Client) *Server {
 	return s
 }
 
+// JoinFleet makes this server a replica of a fleet sharing rs: provider
+// health is shared, and switchboard_redis_up reports whether Redis answers.
+func (s *Server) JoinFleet(rs *store.Redis) {
+	s.Health.SetShared(rs.Health())
+	s.Metrics.WatchRedis(rs.Available)
+}
+
 // Apply validates nothing (config.Load did) and swaps in cfg atomically.
 func (s *Server) Apply(cfg *config.Config) {
 	s.mu.Lock()
