@@ -63,6 +63,25 @@ type statusWriter struct {
 	http.ResponseWriter
 	status int
 	wrote  bool
+	// counted is set once the request is in m (see Answered).
+	counted bool
+	m       *metrics.Metrics
+	path    string
+	start   time.Time
+}
+
+// Answered counts the request in the metrics now, before its answer is
+// flushed, so that whoever has the answer finds it counted (the
+// middleware would otherwise count it after the handler returns).
+func (w *statusWriter) Answered() {
+	if w.counted || w.m == nil {
+		return
+	}
+	w.counted = true
+	w.m.InFlight.Dec()
+	rl := routeLabel(w.path)
+	w.m.Requests.WithLabelValues(rl, metrics.Status(w.status)).Inc()
+	w.m.RequestDuration.WithLabelValues(rl).Observe(time.Since(w.start).Seconds())
 }
 
 func (w *statusWriter) WriteHeader(code int) {
@@ -98,7 +117,7 @@ func (s *Server) wrap(next http.Handler) http.Handler {
 		w.Header().Set("X-Request-Id", id)
 		ctx := context.WithValue(r.Context(), requestIDKey, id)
 		r = r.WithContext(ctx)
-		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
+		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK, m: s.Metrics, path: r.URL.Path, start: start}
 		s.Metrics.InFlight.Inc()
 		defer func() {
 			if v := recover(); v != nil {
@@ -111,10 +130,7 @@ func (s *Server) wrap(next http.Handler) http.Handler {
 						Message: "internal error; request id " + id})
 				}
 			}
-			s.Metrics.InFlight.Dec()
-			rl := routeLabel(r.URL.Path)
-			s.Metrics.Requests.WithLabelValues(rl, metrics.Status(sw.status)).Inc()
-			s.Metrics.RequestDuration.WithLabelValues(rl).Observe(time.Since(start).Seconds())
+			sw.Answered()
 			if s.Log.Enabled(ctx, slog.LevelInfo) { // the attrs would be built for nothing
 				s.Log.LogAttrs(ctx, slog.LevelInfo, "request", slog.String("method", r.Method),
 					slog.String("path", r.URL.Path), slog.Int("status", sw.status),

@@ -74,15 +74,18 @@ func (s *Server) relay(w http.ResponseWriter, r *http.Request, res *proxy.Result
 }
 
 // writeUnary writes a whole JSON answer and flushes it with its length, so
-// the client has it before the bookkeeping after it (metrics, logs, probe
-// scheduling, releases) runs; net/http would otherwise hold the bytes until
-// the handler returns.
+// the client has it before the bookkeeping after it (logs, releases) runs;
+// net/http would otherwise hold the bytes until the handler returns. The
+// request is counted in the metrics just before the flush.
 func writeUnary(w http.ResponseWriter, status int, body []byte) {
 	h := w.Header()
 	h["Content-Type"] = provider.JSONType
 	h.Set("Content-Length", strconv.Itoa(len(body)))
 	w.WriteHeader(status)
 	_, _ = w.Write(body)
+	if a, ok := w.(interface{ Answered() }); ok {
+		a.Answered()
+	}
 	if f, ok := w.(http.Flusher); ok {
 		f.Flush()
 	}

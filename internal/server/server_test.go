@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -477,5 +478,29 @@ models:
 	}
 	if got := h.Get("X-Api-Key"); got != "sk-self" {
 		t.Fatalf("X-Api-Key = %q", got)
+	}
+}
+
+// Whoever has a unary answer finds it counted in /metrics, even asking on
+// another connection at once: the count is taken before the answer leaves.
+func TestUnaryAnswerIsCountedBeforeItLeaves(t *testing.T) {
+	u := newUpstream(t, okChat)
+	g := startGateway(t, upstreamYAML("up", u.URL, ""))
+	scraper := &http.Client{Transport: &http.Transport{}}
+	const series = `switchboard_requests_total{route="/v1/chat/completions",status="200"} `
+	for i := 1; i <= 20; i++ {
+		if a := g.post("/v1/chat/completions", `{"model":"m","messages":[]}`); a.Status != 200 {
+			t.Fatalf("status %d", a.Status)
+		}
+		resp, err := scraper.Get(g.URL + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		want := series + strconv.Itoa(i)
+		if !strings.Contains(string(b), want+"\n") {
+			t.Fatalf("after %d answers /metrics lacks %q", i, want)
+		}
 	}
 }
