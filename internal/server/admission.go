@@ -26,7 +26,7 @@ func (s *Server) writeRefusal(w http.ResponseWriter, proto Protocol, id *tenant.
 	}
 	typ := ref.Type
 	if typ == "" {
-		typ = typeFor(ref.Status)
+		typ = gatewayErrors.For(ref.Status)
 	}
 	writeError(w, proto, &apiError{Status: ref.Status, Type: typ, Code: ref.Code, Param: ref.Param,
 		Message: ref.Message, RetryAfter: time.Duration(ref.RetryAfter) * time.Second})

@@ -40,21 +40,9 @@ func errInvalid(msg string) *apiError {
 	return &apiError{Status: http.StatusBadRequest, Type: "invalid_request_error", Code: "invalid_request", Message: msg}
 }
 
-func typeFor(status int) string {
-	switch {
-	case status == 401:
-		return "authentication_error"
-	case status == 403:
-		return "permission_error"
-	case status == 404:
-		return "not_found_error"
-	case status == 429:
-		return "rate_limit_error"
-	case status >= 500:
-		return "server_error"
-	}
-	return "invalid_request_error"
-}
+// gatewayErrors is the vocabulary of the gateway's own OpenAI-shaped
+// errors: every 5xx, 503 included, is a server_error.
+var gatewayErrors = translate.ErrorTypes{Server: "server_error"}
 
 func writeError(w http.ResponseWriter, proto Protocol, e *apiError) {
 	h := w.Header()
@@ -73,7 +61,7 @@ func writeError(w http.ResponseWriter, proto Protocol, e *apiError) {
 func errorBody(proto Protocol, e *apiError) []byte {
 	if proto == Anthropic {
 		b, _ := json.Marshal(map[string]any{"type": "error", "error": map[string]any{
-			"type": translate.AnthropicErrorType(e.Status), "message": e.Message}})
+			"type": translate.AnthropicErrors.For(e.Status), "message": e.Message}})
 		return b
 	}
 	inner := map[string]any{"message": e.Message, "type": e.Type, "param": nil, "code": nil}
@@ -142,7 +130,7 @@ func writeFailure(w http.ResponseWriter, proto Protocol, f *proxy.Failure) {
 	if f.DeadlineHit {
 		b.WriteString("; request deadline reached")
 	}
-	e := &apiError{Status: status, Type: typeFor(status), Code: "all_failed", Message: b.String(),
+	e := &apiError{Status: status, Type: gatewayErrors.For(status), Code: "all_failed", Message: b.String(),
 		Detail: failureDetail{Attempts: f.Attempts, DeadlineHit: f.DeadlineHit}}
 	if status == 429 || status == 503 {
 		if last != nil && last.Header != nil && last.Header.Get("Retry-After") != "" {

@@ -516,27 +516,6 @@ func anthropicTypeOf(t string) string {
 	return "api_error"
 }
 
-// AnthropicErrorType is the Anthropic error type for an HTTP status.
-func AnthropicErrorType(status int) string {
-	switch {
-	case status == 401:
-		return "authentication_error"
-	case status == 403:
-		return "permission_error"
-	case status == 404:
-		return "not_found_error"
-	case status == 413:
-		return "request_too_large"
-	case status == 429:
-		return "rate_limit_error"
-	case status == 529 || status == 503:
-		return "overloaded_error"
-	case status >= 500:
-		return "api_error"
-	}
-	return "invalid_request_error"
-}
-
 // ErrorToAnthropic rewrites an error answer (normally OpenAI-shaped) into
 // Anthropic's shape, the type chosen by status. A body already in
 // Anthropic's shape (an Anthropic upstream's own error) is returned as is.
@@ -549,5 +528,5 @@ func ErrorToAnthropic(status int, openaiErrBody []byte) []byte {
 	if msg == "" {
 		msg = http.StatusText(status)
 	}
-	return marshal(anthropic.ErrorResponse{Type: "error", Error: anthropic.ErrorBody{Type: AnthropicErrorType(status), Message: msg}})
+	return marshal(anthropic.ErrorResponse{Type: "error", Error: anthropic.ErrorBody{Type: AnthropicErrors.For(status), Message: msg}})
 }

@@ -114,7 +114,7 @@ func (e *ProtocolError) Error() string { return "upstream protocol: " + e.Msg }
 // OpenAIError builds an OpenAI error body. The type follows the status the
 // way OpenAI's own API does, so SDKs raise the matching exception.
 func OpenAIError(status int, msg, param, code string) []byte {
-	b := openai.ErrorResponse{Error: openai.ErrorBody{Message: msg, Type: openAIErrorType(status)}}
+	b := openai.ErrorResponse{Error: openai.ErrorBody{Message: msg, Type: OpenAIErrors.For(status)}}
 	if param != "" {
 		b.Error.Param = &param
 	}
@@ -124,7 +124,23 @@ func OpenAIError(status int, msg, param, code string) []byte {
 	return marshal(b)
 }
 
-func openAIErrorType(status int) string {
+// ErrorTypes names error types by HTTP status in one protocol's
+// vocabulary; the 4xx names are common to OpenAI and Anthropic.
+type ErrorTypes struct {
+	// Server is the type of a 5xx; Overloaded, when set, of 503 and 529;
+	// TooLarge, when set, of 413 (else it is an invalid request).
+	Server, Overloaded, TooLarge string
+}
+
+var (
+	// OpenAIErrors is OpenAI's vocabulary, as translated answers use it.
+	OpenAIErrors = ErrorTypes{Server: "server_error", Overloaded: "overloaded_error"}
+	// AnthropicErrors is Anthropic's.
+	AnthropicErrors = ErrorTypes{Server: "api_error", Overloaded: "overloaded_error", TooLarge: "request_too_large"}
+)
+
+// For is the error type of status.
+func (v ErrorTypes) For(status int) string {
 	switch {
 	case status == 401:
 		return "authentication_error"
@@ -132,12 +148,14 @@ func openAIErrorType(status int) string {
 		return "permission_error"
 	case status == 404:
 		return "not_found_error"
+	case status == 413 && v.TooLarge != "":
+		return v.TooLarge
 	case status == 429:
 		return "rate_limit_error"
-	case status == 529 || status == 503:
-		return "overloaded_error"
+	case (status == 529 || status == 503) && v.Overloaded != "":
+		return v.Overloaded
 	case status >= 500:
-		return "server_error"
+		return v.Server
 	}
 	return "invalid_request_error"
 }
