@@ -47,20 +47,15 @@ type OpenAIAnthropic struct {
 // NewOpenAIAnthropic translates an OpenAI chat request. A *FieldError
 // refuses it.
 func NewOpenAIAnthropic(chatReq []byte) (*OpenAIAnthropic, error) {
-	if err := checkFields(chatReq, anthropicFields, "anthropic providers"); err != nil {
-		return nil, err
-	}
-	var in openai.ChatRequest
-	if err := json.Unmarshal(chatReq, &in); err != nil {
-		return nil, fieldErr("body", "invalid chat request: %v", err)
-	}
-	out, err := anthropicRequest(&in, chatReq)
+	in, err := readChat(chatReq, anthropicFields, "anthropic providers")
 	if err != nil {
 		return nil, err
 	}
-	t := &OpenAIAnthropic{Created: time.Now().Unix(), model: in.Model, body: marshal(out)}
-	t.includeUsage = in.StreamOptions != nil && in.StreamOptions.IncludeUsage
-	return t, nil
+	out, err := anthropicRequest(in, chatReq)
+	if err != nil {
+		return nil, err
+	}
+	return &OpenAIAnthropic{Created: time.Now().Unix(), model: in.Model, body: marshal(out), includeUsage: wantsUsage(in)}, nil
 }
 
 // Body is the Anthropic Messages request.

@@ -72,20 +72,16 @@ type OpenAIGemini struct {
 // NewOpenAIGemini translates an OpenAI chat request. A *FieldError
 // refuses it.
 func NewOpenAIGemini(chatReq []byte) (*OpenAIGemini, error) {
-	if err := checkFields(chatReq, geminiFields, "gemini providers"); err != nil {
-		return nil, err
-	}
-	var in openai.ChatRequest
-	if err := json.Unmarshal(chatReq, &in); err != nil {
-		return nil, fieldErr("body", "invalid chat request: %v", err)
-	}
-	out, err := geminiRequest(&in, chatReq)
+	in, err := readChat(chatReq, geminiFields, "gemini providers")
 	if err != nil {
 		return nil, err
 	}
-	t := &OpenAIGemini{Created: time.Now().Unix(), ID: newID("chatcmpl-"), model: in.Model, body: marshal(out)}
-	t.includeUsage = in.StreamOptions != nil && in.StreamOptions.IncludeUsage
-	return t, nil
+	out, err := geminiRequest(in, chatReq)
+	if err != nil {
+		return nil, err
+	}
+	return &OpenAIGemini{Created: time.Now().Unix(), ID: newID("chatcmpl-"), model: in.Model, body: marshal(out),
+		includeUsage: wantsUsage(in)}, nil
 }
 
 // Body is the Gemini generateContent request.

@@ -124,6 +124,24 @@ func OpenAIError(status int, msg, param, code string) []byte {
 	return marshal(b)
 }
 
+// readChat checks an OpenAI chat request's top-level fields against a
+// target's rules (a *FieldError refuses it) and decodes it.
+func readChat(chatReq []byte, rules map[string]fieldRule, target string) (*openai.ChatRequest, error) {
+	if err := checkFields(chatReq, rules, target); err != nil {
+		return nil, err
+	}
+	var in openai.ChatRequest
+	if err := json.Unmarshal(chatReq, &in); err != nil {
+		return nil, fieldErr("body", "invalid chat request: %v", err)
+	}
+	return &in, nil
+}
+
+// wantsUsage: the client asked for a usage chunk at the end of its stream.
+func wantsUsage(in *openai.ChatRequest) bool {
+	return in.StreamOptions != nil && in.StreamOptions.IncludeUsage
+}
+
 // ErrorTypes names error types by HTTP status in one protocol's
 // vocabulary; the 4xx names are common to OpenAI and Anthropic.
 type ErrorTypes struct {
