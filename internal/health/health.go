@@ -88,42 +88,35 @@ func (r *Registry) state(name string) *state {
 
 // Available reports whether the provider may take a request now: not
 // quota-paused, and its circuit closed or ready for a half-open probe.
-func (r *Registry) Available(name string) bool {
-	r.refresh()
-	now := r.clock.Now()
-	set := r.settings.Load()
-	s := r.state(name)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if now.Before(s.pause) {
-		return false
-	}
-	return !s.open || (!s.probing && !now.Before(s.openedAt.Add(set.Cooldown)))
-}
+func (r *Registry) Available(name string) bool { return r.admit(name, false) }
 
 // Begin claims the right to send to an available provider. For an open
 // circuit past its cooldown exactly one caller wins the half-open probe.
 // forced sends regardless (every provider was unavailable).
 func (r *Registry) Begin(name string, forced bool) bool {
-	if forced {
-		return true
-	}
+	return forced || r.admit(name, true)
+}
+
+// admit is Available's decision; with claim, a caller that finds the
+// half-open probe free takes it.
+func (r *Registry) admit(name string, claim bool) bool {
 	r.refresh()
 	now := r.clock.Now()
 	set := r.settings.Load()
 	s := r.state(name)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if now.Before(s.pause) {
+	switch {
+	case now.Before(s.pause):
 		return false
-	}
-	if !s.open {
+	case !s.open:
 		return true
-	}
-	if s.probing || now.Before(s.openedAt.Add(set.Cooldown)) {
+	case s.probing || now.Before(s.openedAt.Add(set.Cooldown)):
 		return false
 	}
-	s.probing = true
+	if claim {
+		s.probing = true
+	}
 	return true
 }
 
