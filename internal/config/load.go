@@ -48,7 +48,9 @@ func parse(data []byte, filename string, getenv func(string) (string, bool)) (*C
 		l.walk(root, reflect.ValueOf(c).Elem(), "")
 	}
 	l.applyDefaults(c)
+	l.queueDefaults(c)
 	l.validate(c)
+	l.validateQueue(c)
 	if len(l.errs) > 0 {
 		sort.SliceStable(l.errs, func(i, j int) bool { return l.errs[i].Line < l.errs[j].Line })
 		return nil, &l.errs

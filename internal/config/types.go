@@ -31,6 +31,8 @@ type Config struct {
 	Store       Store                `yaml:"store"`
 	Spend       Spend                `yaml:"spend"`
 	Redis       Redis                `yaml:"redis"`
+	Queue       Queue                `yaml:"queue"`
+	Idempotency Idempotency          `yaml:"idempotency"`
 	// Pricing overrides the embedded pricing catalog per provider name and
 	// provider model name, field by field.
 	Pricing map[string]map[string]*Price `yaml:"pricing"`

@@ -1,0 +1,147 @@
+package config
+
+import "time"
+
+// Queue selects distributed execution (see docs/queue.md).
+type Queue struct {
+	// Mode: off (default; every replica serves its own requests) or redis
+	// (ingress replicas enqueue, worker replicas execute; needs redis.url).
+	Mode string `yaml:"mode"`
+	// Depth bounds waiting jobs per provider, fleet-wide and exactly.
+	// Default 10000, range 1..10,000,000.
+	Depth int `yaml:"depth"`
+	// MaxDeliveries before a job goes to the dead-letter queue. Default 3,
+	// range 1..100.
+	MaxDeliveries int `yaml:"max_deliveries"`
+	// Lease is how long a delivery lives without a heartbeat (Redis
+	// time). Default 15 s, range 1 s..600 s. Heartbeats run every third.
+	Lease Duration `yaml:"lease"`
+	// OriginLease is how long a job outlives a silent origin (the replica
+	// holding the client). Default 15 s, range 1 s..300 s.
+	OriginLease Duration `yaml:"origin_lease"`
+	// WorkerConcurrency bounds jobs one worker replica runs at once.
+	// Default 64, range 1..100,000.
+	WorkerConcurrency int `yaml:"worker_concurrency"`
+	// RetainedJobs bounds job records of every state. Default 10000,
+	// range 1..10,000,000.
+	RetainedJobs int `yaml:"retained_jobs"`
+	// RetainedBaseBytes bounds request and metadata bytes. Default
+	// 512 MiB, range 1 MiB..64 GiB.
+	RetainedBaseBytes int64 `yaml:"retained_base_bytes"`
+	// RetainedTerminalBytes bounds stored results, reservations included.
+	// Default 512 MiB, range 1 MiB..64 GiB.
+	RetainedTerminalBytes int64 `yaml:"retained_terminal_bytes"`
+	// UnaryTerminalBytes is reserved per unary job before dispatch; a
+	// larger result becomes a fixed-size error. Default 64 MiB, range
+	// 4 KiB..1 GiB.
+	UnaryTerminalBytes int64 `yaml:"unary_terminal_bytes"`
+	// StreamTerminalBytes is reserved per streamed job (its final state).
+	// Default 128 KiB, range 4 KiB..64 MiB.
+	StreamTerminalBytes int64 `yaml:"stream_terminal_bytes"`
+	// ResultTTL keeps a finished job readable for an origin that lost the
+	// notice. Default 60 s, range 1 s..86400 s.
+	ResultTTL Duration `yaml:"result_ttl"`
+	// DLQMax, DLQBytes and DLQTTL bound the dead-letter queue. Defaults
+	// 1000 entries, 64 MiB, 24 h; ranges 1..1,000,000, 1 MiB..16 GiB,
+	// 1 m..30 d.
+	DLQMax   int      `yaml:"dlq_max"`
+	DLQBytes int64    `yaml:"dlq_bytes"`
+	DLQTTL   Duration `yaml:"dlq_ttl"`
+}
+
+// Redis reports whether distributed execution is on.
+func (q *Queue) Redis() bool { return q.Mode == QueueRedis }
+
+// Idempotency configures Idempotency-Key handling (both queue modes).
+type Idempotency struct {
+	// TTL keeps a stored answer. Default 24 h, range 1 s..7 d.
+	TTL Duration `yaml:"ttl"`
+	// MaxEntries bounds stored answers. Default 100000, range 1..10,000,000.
+	MaxEntries int `yaml:"max_entries"`
+	// MaxBytes bounds one stored answer; a larger one is not stored (a
+	// repeat runs again). Default 1 MiB, range 1 KiB..64 MiB.
+	MaxBytes int64 `yaml:"max_bytes"`
+	// MaxTotalBytes bounds all stored answers. Default 256 MiB, range
+	// 1 MiB..64 GiB.
+	MaxTotalBytes int64 `yaml:"max_total_bytes"`
+}
+
+// Queue modes.
+const (
+	QueueOff   = "off"
+	QueueRedis = "redis"
+)
+
+func (l *loader) queueDefaults(c *Config) {
+	q := &c.Queue
+	if !l.has("queue.mode") {
+		q.Mode = QueueOff
+	}
+	num := func(path string, p *int, v int) {
+		if !l.has(path) {
+			*p = v
+		}
+	}
+	num64 := func(path string, p *int64, v int64) {
+		if !l.has(path) {
+			*p = v
+		}
+	}
+	dur := func(path string, d *Duration, v time.Duration) {
+		if !l.has(path) {
+			*d = Duration(v)
+		}
+	}
+	num("queue.depth", &q.Depth, 10_000)
+	num("queue.max_deliveries", &q.MaxDeliveries, 3)
+	dur("queue.lease", &q.Lease, 15*time.Second)
+	dur("queue.origin_lease", &q.OriginLease, 15*time.Second)
+	num("queue.worker_concurrency", &q.WorkerConcurrency, 64)
+	num("queue.retained_jobs", &q.RetainedJobs, 10_000)
+	num64("queue.retained_base_bytes", &q.RetainedBaseBytes, 512*mib)
+	num64("queue.retained_terminal_bytes", &q.RetainedTerminalBytes, 512*mib)
+	num64("queue.unary_terminal_bytes", &q.UnaryTerminalBytes, 64*mib)
+	num64("queue.stream_terminal_bytes", &q.StreamTerminalBytes, 128*1024)
+	dur("queue.result_ttl", &q.ResultTTL, time.Minute)
+	num("queue.dlq_max", &q.DLQMax, 1000)
+	num64("queue.dlq_bytes", &q.DLQBytes, 64*mib)
+	dur("queue.dlq_ttl", &q.DLQTTL, 24*time.Hour)
+
+	i := &c.Idempotency
+	dur("idempotency.ttl", &i.TTL, 24*time.Hour)
+	num("idempotency.max_entries", &i.MaxEntries, 100_000)
+	num64("idempotency.max_bytes", &i.MaxBytes, mib)
+	num64("idempotency.max_total_bytes", &i.MaxTotalBytes, 256*mib)
+}
+
+func (l *loader) validateQueue(c *Config) {
+	q := &c.Queue
+	l.oneOf("queue.mode", q.Mode, []string{QueueOff, QueueRedis})
+	if q.Mode == QueueRedis && !c.Redis.Enabled() {
+		l.errAt("queue.mode", "redis needs redis.url (or %s)", EnvRedisURL)
+	}
+	const gib = 1024 * mib
+	l.intRange("queue.depth", int64(q.Depth), 1, 10_000_000)
+	l.intRange("queue.max_deliveries", int64(q.MaxDeliveries), 1, 100)
+	l.durRange("queue.lease", q.Lease, time.Second, 10*time.Minute)
+	l.durRange("queue.origin_lease", q.OriginLease, time.Second, 5*time.Minute)
+	l.intRange("queue.worker_concurrency", int64(q.WorkerConcurrency), 1, 100_000)
+	l.intRange("queue.retained_jobs", int64(q.RetainedJobs), 1, 10_000_000)
+	l.intRange("queue.retained_base_bytes", q.RetainedBaseBytes, mib, 64*gib)
+	l.intRange("queue.retained_terminal_bytes", q.RetainedTerminalBytes, mib, 64*gib)
+	l.intRange("queue.unary_terminal_bytes", q.UnaryTerminalBytes, 4096, gib)
+	l.intRange("queue.stream_terminal_bytes", q.StreamTerminalBytes, 4096, 64*mib)
+	l.durRange("queue.result_ttl", q.ResultTTL, time.Second, 24*time.Hour)
+	l.intRange("queue.dlq_max", int64(q.DLQMax), 1, 1_000_000)
+	l.intRange("queue.dlq_bytes", q.DLQBytes, mib, 16*gib)
+	l.durRange("queue.dlq_ttl", q.DLQTTL, time.Minute, 30*24*time.Hour)
+	if q.UnaryTerminalBytes > q.RetainedTerminalBytes {
+		l.errAt("queue.unary_terminal_bytes", "must not exceed queue.retained_terminal_bytes (%d)", q.RetainedTerminalBytes)
+	}
+
+	i := &c.Idempotency
+	l.durRange("idempotency.ttl", i.TTL, time.Second, 7*24*time.Hour)
+	l.intRange("idempotency.max_entries", int64(i.MaxEntries), 1, 10_000_000)
+	l.intRange("idempotency.max_bytes", i.MaxBytes, 1024, 64*mib)
+	l.intRange("idempotency.max_total_bytes", i.MaxTotalBytes, mib, 64*gib)
+}

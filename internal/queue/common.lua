@@ -1,0 +1,123 @@
+-- Helpers prepended to every queue script (one script = one atomic
+-- transition; Lua has no includes, so the Go side concatenates).
+--
+-- Keys (P is the versioned prefix, ARGV[1]):
+--   P..'j:'..id   hash: st (waiting|leased|done|canceled|dead), prov, tier,
+--                 score, gen, tok, wrk, dlv, dl (deadline ms), to (timeout
+--                 ms), org, otok, rb (request+meta bytes), tb (terminal
+--                 bytes reserved or used), ep, tenant, err, created
+--   P..'r:'..id   the request (opaque to Lua), P..'t:'..id its terminal
+--   P..'w:'..prov waiting, by score; P..'p:'..prov leased, by lease expiry
+--   P..'leases', P..'origins', P..'done', P..'dlq', P..'jobs'  indexes
+--   P..'acct'     hash: base, term, dlqb (bytes held)
+-- Times are Redis TIME in milliseconds: no host clock decides anything.
+local P = ARGV[1]
+
+local function I(x) return string.format('%d', x) end
+local function num(v) return tonumber(v) or 0 end
+
+local function now_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+local function job(id) return P .. 'j:' .. id end
+
+-- Fixed envelopes the scripts write themselves (see envelope.go).
+local CANCELED = '{"kind":"canceled","status":499}\n'
+local function dead_env(msg) return '{"kind":"dead","status":502}\n' .. msg end
+
+-- msg is one origin message: id, generation, kind, seq, then the payload.
+local function notify(org, id, gen, kind, seq, payload)
+  if org and org ~= '' then
+    redis.call('PUBLISH', P .. 'o:' .. org, id .. '\n' .. gen .. '\n' .. kind .. '\n' .. seq .. '\n' .. (payload or ''))
+  end
+end
+
+-- unlease drops a delivery from the lease indexes and frees the terminal
+-- capacity reserved for it beyond used (bytes kept for a stored terminal).
+local function unlease(id, h, used)
+  redis.call('ZREM', P .. 'leases', id)
+  redis.call('ZREM', P .. 'p:' .. (h.prov or ''), id)
+  local tb = num(h.tb)
+  redis.call('HINCRBY', P .. 'acct', 'term', I(used - tb))
+  redis.call('HSET', job(id), 'tb', I(used))
+end
+
+-- fields reads a job hash into a table (nil when absent).
+local function fields(id)
+  local raw = redis.call('HGETALL', job(id))
+  if #raw == 0 then return nil end
+  local h = {}
+  for i = 1, #raw, 2 do h[raw[i]] = raw[i + 1] end
+  return h
+end
+
+-- finish marks a job terminal with env as its result and schedules its
+-- record for reclaim after ttl ms.
+local function finish(id, h, st, env, ttl, now)
+  redis.call('SET', P .. 't:' .. id, env)
+  redis.call('HSET', job(id), 'st', st)
+  redis.call('ZREM', P .. 'origins', id)
+  redis.call('ZADD', P .. 'done', I(now + ttl), id)
+end
+
+-- cancel_job cancels a waiting or leased job: the fixed cancellation
+-- envelope becomes its terminal, the worker (if any) is told, the origin
+-- too. It returns the state it found.
+local function cancel_job(id, h, ttl, now)
+  local st = h.st
+  if st == 'waiting' then
+    redis.call('ZREM', P .. 'w:' .. (h.prov or ''), id)
+  elseif st == 'leased' then
+    unlease(id, h, 0)
+    redis.call('PUBLISH', P .. 'wk:' .. (h.wrk or ''), id .. '\n' .. (h.gen or '0'))
+  else
+    return st
+  end
+  finish(id, h, 'canceled', CANCELED, ttl, now)
+  notify(h.org, id, h.gen or '0', 'X', 0, CANCELED)
+  return st
+end
+
+-- drop deletes a job and everything it holds from every index.
+local function drop(id, h)
+  if h then
+    redis.call('ZREM', P .. 'w:' .. (h.prov or ''), id)
+    redis.call('ZREM', P .. 'p:' .. (h.prov or ''), id)
+    if h.st == 'dead' then
+      redis.call('HINCRBY', P .. 'acct', 'dlqb', I(-num(h.rb)))
+    else
+      redis.call('HINCRBY', P .. 'acct', 'base', I(-num(h.rb)))
+    end
+    redis.call('HINCRBY', P .. 'acct', 'term', I(-num(h.tb)))
+  end
+  redis.call('DEL', job(id), P .. 'r:' .. id, P .. 't:' .. id)
+  for _, ix in ipairs({'leases', 'origins', 'done', 'dlq', 'jobs'}) do
+    redis.call('ZREM', P .. ix, id)
+  end
+end
+
+-- fence checks a worker's token and generation: 'ok', 'canceled' (the
+-- job was canceled while this delivery held it) or 'lost'.
+local function fence(h, tok, gen)
+  if not h or h.tok ~= tok or h.gen ~= gen then return 'lost' end
+  if h.st == 'leased' then return 'ok' end
+  if h.st == 'canceled' then return 'canceled' end
+  return 'lost'
+end
+
+-- to_dlq moves a job to the dead-letter queue with a diagnostic note
+-- (never the prompt) and tells its origin.
+local function to_dlq(id, h, why, ttl, now)
+  if h.st == 'leased' then unlease(id, h, 0) end
+  redis.call('ZREM', P .. 'w:' .. (h.prov or ''), id)
+  redis.call('HSET', job(id), 'st', 'dead', 'err', why, 'dead_at', I(now))
+  redis.call('ZREM', P .. 'jobs', id)
+  redis.call('ZREM', P .. 'origins', id)
+  redis.call('ZADD', P .. 'dlq', I(now), id)
+  redis.call('HINCRBY', P .. 'acct', 'base', I(-num(h.rb)))
+  redis.call('HINCRBY', P .. 'acct', 'dlqb', I(num(h.rb)))
+  local env = dead_env(why)
+  notify(h.org, id, h.gen or '0', 'X', 0, env)
+end

@@ -1,0 +1,40 @@
+-- enqueue: ARGV P, id, prov, tier, timeout_ms, origin, otok, olease_ms,
+-- request, depth, max_jobs, max_base, meta_bytes, ep, tenant, stream
+-- The depth check and the insert are this one step, so concurrent
+-- ingress replicas cannot both take the last slot.
+local id, prov, tier = ARGV[2], ARGV[3], tonumber(ARGV[4])
+local timeout, org, otok, olease = tonumber(ARGV[5]), ARGV[6], ARGV[7], tonumber(ARGV[8])
+local req, depth, max_jobs, max_base = ARGV[9], tonumber(ARGV[10]), tonumber(ARGV[11]), tonumber(ARGV[12])
+local meta = tonumber(ARGV[13])
+local fmt = redis.call('GET', P .. 'format')
+if fmt and fmt ~= '1' then return {'incompatible', fmt} end
+if not fmt then redis.call('SET', P .. 'format', '1') end
+if redis.call('EXISTS', job(id)) == 1 then return {'exists'} end
+local now = now_ms()
+if redis.call('ZCARD', P .. 'w:' .. prov) >= depth then return {'full', 'queue'} end
+local rb = #req + meta
+-- Retention: finished records past their readback window go first, in a
+-- small fixed batch; live jobs are never evicted.
+local function reclaim(n)
+  local ids = redis.call('ZRANGEBYSCORE', P .. 'done', '-inf', I(now), 'LIMIT', 0, n)
+  for _, d in ipairs(ids) do drop(d, fields(d)) end
+  return #ids
+end
+if redis.call('ZCARD', P .. 'jobs') >= max_jobs or num(redis.call('HGET', P .. 'acct', 'base')) + rb > max_base then
+  reclaim(16)
+  if redis.call('ZCARD', P .. 'jobs') >= max_jobs then return {'full', 'retained_jobs'} end
+  if num(redis.call('HGET', P .. 'acct', 'base')) + rb > max_base then return {'full', 'retained_bytes'} end
+end
+local seq = redis.call('INCR', P .. 'seq')
+local score = (1000 - tier) * 1e12 + (seq % 1e12)
+redis.call('HSET', job(id), 'st', 'waiting', 'prov', prov, 'tier', I(tier), 'score', I(score), 'gen', '0',
+  'tok', '', 'wrk', '', 'dlv', '0', 'dl', I(now + timeout), 'to', I(timeout), 'org', org, 'otok', otok,
+  'rb', I(rb), 'tb', '0', 'ep', ARGV[14], 'tenant', ARGV[15], 'stream', ARGV[16], 'created', I(now))
+redis.call('SET', P .. 'r:' .. id, req)
+redis.call('ZADD', P .. 'w:' .. prov, I(score), id)
+redis.call('ZADD', P .. 'jobs', I(now), id)
+if org ~= '' then redis.call('ZADD', P .. 'origins', I(math.min(now + olease, now + timeout)), id) end
+redis.call('HINCRBY', P .. 'acct', 'base', I(rb))
+redis.call('SADD', P .. 'provs', prov)
+redis.call('PUBLISH', P .. 'wake', prov)
+return {'ok', I(now), I(now + timeout)}

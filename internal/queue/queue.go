@@ -1,0 +1,435 @@
+// Package queue is Switchboard's distributed execution state machine: a
+// job's life from enqueue through lease, heartbeat, publication,
+// completion, requeue, dead-lettering, cancellation and reclaim, each
+// transition one Lua script run atomically on Redis (the scripts sit
+// beside this file). Leases are fenced by a random owner token and a
+// generation checked inside every transition, and every expiry is Redis
+// TIME, never a host clock. See docs/queue.md for the state diagram and
+// the guarantees.
+package queue
+
+import (
+	"context"
+	"crypto/rand"
+	_ "embed"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+var (
+	//go:embed common.lua
+	luaCommon string
+	//go:embed enqueue.lua
+	luaEnqueue string
+	//go:embed lease.lua
+	luaLease string
+	//go:embed heartbeat.lua
+	luaHeartbeat string
+	//go:embed publish.lua
+	luaPublish string
+	//go:embed complete.lua
+	luaComplete string
+	//go:embed requeue.lua
+	luaRequeue string
+	//go:embed cancel.lua
+	luaCancel string
+	//go:embed origin.lua
+	luaOrigin string
+	//go:embed reap.lua
+	luaReap string
+	//go:embed dlq.lua
+	luaDLQ string
+
+	scriptEnqueue   = redis.NewScript(luaCommon + luaEnqueue)
+	scriptLease     = redis.NewScript(luaCommon + luaLease)
+	scriptHeartbeat = redis.NewScript(luaCommon + luaHeartbeat)
+	scriptPublish   = redis.NewScript(luaCommon + luaPublish)
+	scriptComplete  = redis.NewScript(luaCommon + luaComplete)
+	scriptRequeue   = redis.NewScript(luaCommon + luaRequeue)
+	scriptCancel    = redis.NewScript(luaCommon + luaCancel)
+	scriptOrigin    = redis.NewScript(luaCommon + luaOrigin)
+	scriptReap      = redis.NewScript(luaCommon + luaReap)
+	scriptDLQ       = redis.NewScript(luaCommon + luaDLQ)
+)
+
+// Format is this code's record format; Namespace holds it. A later format
+// gets its own namespace and runs beside this one.
+const (
+	Format    = "1"
+	Namespace = "switchboard:q:v1:"
+	// metaBytes is each job's allowance for its record, waiting-state
+	// cancellation envelope and DLQ note, counted with its request.
+	metaBytes = 4096
+	// inlineMax is the largest terminal sent inside the completion notice
+	// (larger ones are read back with one GET).
+	inlineMax = 256 << 10
+	// reapBatch bounds each index walked by one reaper pass.
+	reapBatch = 100
+)
+
+// Errors of the transitions.
+var (
+	// ErrFull: the provider's waiting queue (or retention) is at its bound.
+	ErrFull = errors.New("queue is full")
+	// ErrLost: this delivery no longer owns the job (its lease expired and
+	// the job moved on); nothing was changed.
+	ErrLost = errors.New("lease lost")
+	// ErrCanceled: the job was canceled while this delivery held it.
+	ErrCanceled = errors.New("job canceled")
+	// ErrIncompatible: the namespace holds another record format.
+	ErrIncompatible = errors.New("queue namespace holds an incompatible format")
+	// ErrTooLarge: a terminal larger than the capacity reserved for it.
+	ErrTooLarge = errors.New("terminal exceeds its reserved capacity")
+)
+
+// Options bound the queue; zero values take the documented defaults of
+// config.Queue.
+type Options struct {
+	Depth              int
+	MaxDeliveries      int
+	Lease, OriginLease time.Duration
+	RetainedJobs       int
+	RetainedBase       int64
+	RetainedTerminal   int64
+	UnaryTerminal      int64
+	StreamTerminal     int64
+	ResultTTL          time.Duration
+	DLQMax             int
+	DLQBytes           int64
+	DLQTTL             time.Duration
+	// Prefix overrides Namespace (tests run several queues on one server).
+	Prefix string
+}
+
+func (o *Options) defaults() {
+	def := func(p *int, v int) {
+		if *p <= 0 {
+			*p = v
+		}
+	}
+	def64 := func(p *int64, v int64) {
+		if *p <= 0 {
+			*p = v
+		}
+	}
+	defd := func(p *time.Duration, v time.Duration) {
+		if *p <= 0 {
+			*p = v
+		}
+	}
+	def(&o.Depth, 10_000)
+	def(&o.MaxDeliveries, 3)
+	defd(&o.Lease, 15*time.Second)
+	defd(&o.OriginLease, 15*time.Second)
+	def(&o.RetainedJobs, 10_000)
+	def64(&o.RetainedBase, 512<<20)
+	def64(&o.RetainedTerminal, 512<<20)
+	def64(&o.UnaryTerminal, 64<<20)
+	def64(&o.StreamTerminal, 128<<10)
+	defd(&o.ResultTTL, time.Minute)
+	def(&o.DLQMax, 1000)
+	def64(&o.DLQBytes, 64<<20)
+	defd(&o.DLQTTL, 24*time.Hour)
+	if o.Prefix == "" {
+		o.Prefix = Namespace
+	}
+}
+
+// Queue is one namespace on one Redis server.
+type Queue struct {
+	c *redis.Client
+	o Options
+}
+
+// New wraps c; it does not talk to Redis (see Check).
+func New(c *redis.Client, o Options) *Queue {
+	o.defaults()
+	return &Queue{c: c, o: o}
+}
+
+// Options returns the effective options.
+func (q *Queue) Options() Options { return q.o }
+
+// SetOptions replaces the bounds (a config reload); the prefix stays.
+func (q *Queue) SetOptions(o Options) {
+	o.Prefix = q.o.Prefix
+	o.defaults()
+	q.o = o
+}
+
+// Client is the Redis client the queue runs on.
+func (q *Queue) Client() *redis.Client { return q.c }
+
+// Check refuses a namespace written in another format: a replica must not
+// start against records it would misread.
+func (q *Queue) Check(ctx context.Context) error {
+	v, err := q.c.Get(ctx, q.o.Prefix+"format").Result()
+	if errors.Is(err, redis.Nil) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if v != Format {
+		return fmt.Errorf("%w: %s holds format %q, this build reads %q", ErrIncompatible, q.o.Prefix, v, Format)
+	}
+	return nil
+}
+
+// NewID returns a random job id (also used for tokens).
+func NewID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// Job is what an ingress enqueues.
+type Job struct {
+	ID       string
+	Provider string // first-choice provider: the queue it waits in
+	Tier     int    // higher first
+	Stream   bool
+	Timeout  time.Duration // timeouts.request: queue wait plus upstream
+	Origin   string        // the enqueuing replica's origin id
+	OToken   string        // the origin's token for this job
+	Endpoint string        // the path, for diagnostics
+	Tenant   string        // for diagnostics
+	Request  []byte        // opaque to the queue
+}
+
+// Enqueued reports where an accepted job stands.
+type Enqueued struct {
+	// Deadline is the job's total deadline in Redis time.
+	Deadline time.Time
+}
+
+// Enqueue admits j into its provider's waiting queue; ErrFull (wrapped,
+// naming the bound) when it is at depth or retention is exhausted.
+func (q *Queue) Enqueue(ctx context.Context, j *Job) (Enqueued, error) {
+	stream := "0"
+	if j.Stream {
+		stream = "1"
+	}
+	res, err := scriptEnqueue.Run(ctx, q.c, nil, q.o.Prefix, j.ID, j.Provider, max(0, min(j.Tier, 1000)),
+		j.Timeout.Milliseconds(), j.Origin, j.OToken, q.o.OriginLease.Milliseconds(), j.Request,
+		q.o.Depth, q.o.RetainedJobs, q.o.RetainedBase, metaBytes, j.Endpoint, j.Tenant, stream).StringSlice()
+	if err != nil {
+		return Enqueued{}, err
+	}
+	switch {
+	case len(res) >= 3 && res[0] == "ok":
+		return Enqueued{Deadline: msTime(res[2])}, nil
+	case len(res) >= 2 && res[0] == "full":
+		return Enqueued{}, fmt.Errorf("%w (%s)", ErrFull, res[1])
+	case len(res) >= 2 && res[0] == "incompatible":
+		return Enqueued{}, fmt.Errorf("%w: format %q", ErrIncompatible, res[1])
+	}
+	return Enqueued{}, fmt.Errorf("enqueue: unexpected reply %v", res)
+}
+
+func msTime(s string) time.Time {
+	n, _ := strconv.ParseInt(s, 10, 64)
+	return time.UnixMilli(n)
+}
+
+// Cap is a provider a worker may lease for and its fleet-wide concurrency
+// limit (0 = none).
+type Cap struct {
+	Provider string
+	Limit    int
+}
+
+// Lease is one delivery of a job to a worker.
+type Lease struct {
+	ID         string
+	Token      string
+	Gen        string
+	Deliveries int
+	Provider   string
+	// Deadline is the job's total deadline; Now the Redis time at lease,
+	// so Deadline.Sub(Now) is the time left without reading a host clock.
+	Deadline, Now time.Time
+	Request       []byte
+}
+
+// Skipped reports a waiting record the lease had to drop (malformed) or
+// expire (deadline passed while waiting).
+type Skipped struct{ ID, Why string }
+
+func (s *Skipped) Error() string { return "skipped job " + s.ID + ": " + s.Why }
+
+// Lease takes the best waiting job among caps (rotating from start), or
+// returns nil, nil when none can be leased now. A *Skipped error reports
+// a record dropped on the way; call again.
+func (q *Queue) Lease(ctx context.Context, worker string, caps []Cap, start int) (*Lease, error) {
+	if len(caps) == 0 {
+		return nil, nil
+	}
+	tok := NewID()
+	args := make([]any, 0, 10+2*len(caps))
+	args = append(args, q.o.Prefix, worker, tok, q.o.Lease.Milliseconds(), q.o.UnaryTerminal, q.o.StreamTerminal,
+		q.o.RetainedTerminal, q.o.ResultTTL.Milliseconds(), start%len(caps), len(caps))
+	for _, c := range caps {
+		args = append(args, c.Provider, c.Limit)
+	}
+	res, err := scriptLease.Run(ctx, q.c, nil, args...).StringSlice()
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case len(res) == 0:
+		return nil, nil
+	case res[0] == "skip" && len(res) >= 3:
+		return nil, &Skipped{ID: res[1], Why: res[2]}
+	case res[0] == "job" && len(res) >= 8:
+		d, _ := strconv.Atoi(res[3])
+		return &Lease{ID: res[1], Token: tok, Gen: res[2], Deliveries: d, Deadline: msTime(res[4]), Now: msTime(res[5]),
+			Provider: res[6], Request: []byte(res[7])}, nil
+	}
+	return nil, fmt.Errorf("lease: unexpected reply %v", res)
+}
+
+func fenced(s string, err error) error {
+	if err != nil {
+		return err
+	}
+	switch s {
+	case "ok":
+		return nil
+	case "canceled":
+		return ErrCanceled
+	case "lost":
+		return ErrLost
+	case "too_large":
+		return ErrTooLarge
+	}
+	return fmt.Errorf("unexpected reply %q", s)
+}
+
+// Heartbeat extends l by the lease time; ErrLost or ErrCanceled say to stop.
+func (q *Queue) Heartbeat(ctx context.Context, l *Lease) error {
+	return fenced(scriptHeartbeat.Run(ctx, q.c, nil, q.o.Prefix, l.ID, l.Token, l.Gen, q.o.Lease.Milliseconds()).Text())
+}
+
+// Message kinds on an origin's channel.
+const (
+	KindHead     = "H" // status and headers of a stream
+	KindChunk    = "C" // stream bytes
+	KindTerminal = "T" // the terminal is stored (payload: it, when small)
+	KindRequeued = "R" // the delivery was lost; the job waits again
+	KindCanceled = "X" // canceled or dead-lettered (payload: the envelope)
+)
+
+// Publish sends one message to the job's origin, fenced by l.
+func (q *Queue) Publish(ctx context.Context, l *Lease, kind string, seq int, payload []byte) error {
+	return fenced(scriptPublish.Run(ctx, q.c, nil, q.o.Prefix, l.ID, l.Token, l.Gen, kind, seq, payload).Text())
+}
+
+// Complete stores terminal as the job's result, fenced by l.
+func (q *Queue) Complete(ctx context.Context, l *Lease, terminal []byte) error {
+	return fenced(scriptComplete.Run(ctx, q.c, nil, q.o.Prefix, l.ID, l.Token, l.Gen, terminal,
+		q.o.ResultTTL.Milliseconds(), inlineMax).Text())
+}
+
+// Requeue gives l back (or dead-letters the job after max deliveries):
+// dead reports the latter.
+func (q *Queue) Requeue(ctx context.Context, l *Lease, why string) (dead bool, err error) {
+	s, err := scriptRequeue.Run(ctx, q.c, nil, q.o.Prefix, l.ID, l.Token, l.Gen, why, q.o.MaxDeliveries,
+		q.o.ResultTTL.Milliseconds()).Text()
+	switch {
+	case err != nil:
+		return false, err
+	case s == "dead":
+		return true, nil
+	case s == "requeued":
+		return false, nil
+	}
+	return false, fenced(s, nil)
+}
+
+// Cancel cancels job id on behalf of its origin (otok; "" = operator).
+// It reports the state the job was in ("waiting" and "leased" mean this
+// call canceled it).
+func (q *Queue) Cancel(ctx context.Context, id, otok string) (string, error) {
+	return scriptCancel.Run(ctx, q.c, nil, q.o.Prefix, id, otok, q.o.ResultTTL.Milliseconds()).Text()
+}
+
+// OriginState renews the origin's claim and reports the job's state and
+// generation; ack=true releases a finished job's record instead.
+func (q *Queue) OriginState(ctx context.Context, id, otok string, ack bool) (state, gen string, err error) {
+	a := "0"
+	if ack {
+		a = "1"
+	}
+	res, err := scriptOrigin.Run(ctx, q.c, nil, q.o.Prefix, id, otok, q.o.OriginLease.Milliseconds(), a).StringSlice()
+	if err != nil {
+		return "", "", err
+	}
+	if len(res) < 2 {
+		return "", "", fmt.Errorf("origin: unexpected reply %v", res)
+	}
+	return res[0], res[1], nil
+}
+
+// Terminal reads a finished job's stored result (nil when none).
+func (q *Queue) Terminal(ctx context.Context, id string) ([]byte, error) {
+	b, err := q.c.Get(ctx, q.o.Prefix+"t:"+id).Bytes()
+	if errors.Is(err, redis.Nil) {
+		return nil, nil
+	}
+	return b, err
+}
+
+// Reaped counts one reaper pass's work.
+type Reaped struct{ Requeued, Dead, Canceled, Reclaimed int }
+
+// Reap runs one bounded pass (see reap.lua). Any replica may run it; each
+// step is atomic, so concurrent reapers never double-handle a job.
+func (q *Queue) Reap(ctx context.Context) (Reaped, error) {
+	res, err := scriptReap.Run(ctx, q.c, nil, q.o.Prefix, reapBatch, q.o.MaxDeliveries, q.o.ResultTTL.Milliseconds(),
+		q.o.DLQMax, q.o.DLQBytes, q.o.DLQTTL.Milliseconds()).Int64Slice()
+	if err != nil {
+		return Reaped{}, err
+	}
+	if len(res) < 4 {
+		return Reaped{}, fmt.Errorf("reap: unexpected reply %v", res)
+	}
+	return Reaped{int(res[0]), int(res[1]), int(res[2]), int(res[3])}, nil
+}
+
+// Channel names.
+func (q *Queue) originChannel(origin string) string { return q.o.Prefix + "o:" + origin }
+func (q *Queue) workerChannel(worker string) string { return q.o.Prefix + "wk:" + worker }
+func (q *Queue) wakeChannel() string                { return q.o.Prefix + "wake" }
+
+// Reaper runs Reap every interval until ctx ends, reporting each pass
+// that did something.
+func (q *Queue) Reaper(ctx context.Context, interval time.Duration, log *slog.Logger, report func(Reaped)) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		rctx, cancel := context.WithTimeout(ctx, q.opTimeout())
+		r, err := q.Reap(rctx)
+		cancel()
+		if err != nil {
+			if ctx.Err() == nil {
+				log.Debug("queue: reaper pass failed", "error", err.Error())
+			}
+			continue
+		}
+		if r != (Reaped{}) && report != nil {
+			report(r)
+		}
+	}
+}

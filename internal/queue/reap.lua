@@ -1,0 +1,52 @@
+-- reap: ARGV P, batch, max_deliveries, ttl_ms, dlq_max, dlq_bytes,
+-- dlq_ttl_ms. One bounded pass: expired leases are requeued (or
+-- dead-lettered after max_deliveries), jobs whose origin went silent are
+-- canceled, finished records past readback and DLQ entries past their
+-- bounds are reclaimed. Returns the counts.
+local batch, maxd, ttl = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+local dlq_max, dlq_bytes, dlq_ttl = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
+local now = now_ms()
+local requeued, dead, canceled, reclaimed = 0, 0, 0, 0
+for _, id in ipairs(redis.call('ZRANGEBYSCORE', P .. 'leases', '-inf', I(now), 'LIMIT', 0, batch)) do
+  local h = fields(id)
+  if not h or h.st ~= 'leased' then
+    redis.call('ZREM', P .. 'leases', id)
+    if h then redis.call('ZREM', P .. 'p:' .. (h.prov or ''), id) end
+  elseif num(h.dlv) >= maxd then
+    to_dlq(id, h, 'lease expired on delivery ' .. h.dlv .. ' of ' .. I(maxd) .. ' (worker lost)', ttl, now)
+    dead = dead + 1
+  else
+    unlease(id, h, 0)
+    redis.call('HSET', job(id), 'st', 'waiting', 'tok', '', 'err', 'lease expired (worker lost)')
+    redis.call('ZADD', P .. 'w:' .. h.prov, h.score, id)
+    notify(h.org, id, h.gen, 'R', 0, '')
+    redis.call('PUBLISH', P .. 'wake', h.prov)
+    requeued = requeued + 1
+  end
+end
+for _, id in ipairs(redis.call('ZRANGEBYSCORE', P .. 'origins', '-inf', I(now), 'LIMIT', 0, batch)) do
+  local h = fields(id)
+  redis.call('ZREM', P .. 'origins', id)
+  if h then
+    local st = cancel_job(id, h, ttl, now)
+    if st == 'waiting' or st == 'leased' then canceled = canceled + 1 end
+  end
+end
+for _, id in ipairs(redis.call('ZRANGEBYSCORE', P .. 'done', '-inf', I(now), 'LIMIT', 0, batch)) do
+  drop(id, fields(id))
+  reclaimed = reclaimed + 1
+end
+local function dlq_drop(id)
+  local h = fields(id)
+  if h then drop(id, h) else redis.call('ZREM', P .. 'dlq', id) end
+  reclaimed = reclaimed + 1
+end
+for _, id in ipairs(redis.call('ZRANGEBYSCORE', P .. 'dlq', '-inf', I(now - dlq_ttl), 'LIMIT', 0, batch)) do dlq_drop(id) end
+local k = 0
+while k < batch and (redis.call('ZCARD', P .. 'dlq') > dlq_max or num(redis.call('HGET', P .. 'acct', 'dlqb')) > dlq_bytes) do
+  local old = redis.call('ZRANGE', P .. 'dlq', 0, 0)
+  if #old == 0 then break end
+  dlq_drop(old[1])
+  k = k + 1
+end
+return {requeued, dead, canceled, reclaimed}

@@ -1,0 +1,18 @@
+-- requeue: ARGV P, id, token, gen, why, max_deliveries, ttl_ms. A worker
+-- gives a delivery back (it cannot route the job, or is stopping); after
+-- max_deliveries the job is dead-lettered instead.
+local id, tok, gen, why, maxd, ttl = ARGV[2], ARGV[3], ARGV[4], ARGV[5], tonumber(ARGV[6]), tonumber(ARGV[7])
+local h = fields(id)
+local f = fence(h, tok, gen)
+if f ~= 'ok' then return f end
+local now = now_ms()
+if num(h.dlv) >= maxd then
+  to_dlq(id, h, why, ttl, now)
+  return 'dead'
+end
+unlease(id, h, 0)
+redis.call('HSET', job(id), 'st', 'waiting', 'err', why)
+redis.call('ZADD', P .. 'w:' .. h.prov, h.score, id)
+notify(h.org, id, gen, 'R', 0, '')
+redis.call('PUBLISH', P .. 'wake', h.prov)
+return 'requeued'

@@ -1,0 +1,214 @@
+package queue
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Worker leases jobs and runs them, one goroutine each, up to its
+// concurrency. Each delivery has its own heartbeat; a cancellation
+// (pushed on the worker's channel, or seen by a heartbeat) or a lost lease
+// cancels the delivery's context at once.
+type Worker struct {
+	Q  *Queue
+	ID string
+	// Caps lists the providers this worker can serve (its config's), with
+	// their fleet-wide concurrency limits; read before every lease.
+	Caps        func() []Cap
+	Concurrency int
+	Log         *slog.Logger
+	// Run executes one delivery; ctx ends on cancellation, a lost lease or
+	// the job's deadline.
+	Run func(ctx context.Context, d *Delivery)
+	// OnLost is called when a delivery's lease is lost (a metric).
+	OnLost func()
+
+	mu      sync.Mutex
+	running map[string]context.CancelCauseFunc
+	wg      sync.WaitGroup
+}
+
+// Causes of a delivery's context ending.
+var (
+	errCanceledByOrigin = errors.New("job canceled")
+	errLeaseLost        = errors.New("lease lost")
+)
+
+// Delivery is one leased job being run.
+type Delivery struct {
+	*Lease
+	q        *Queue
+	opTimout time.Duration
+}
+
+// opTimeout bounds each transition of a delivery: a quarter of the lease
+// and at most 5 s, so a stuck Redis call cannot outlive the lease.
+func (q *Queue) opTimeout() time.Duration { return min(5*time.Second, q.o.Lease/4) }
+
+func (d *Delivery) ctx() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.Background(), d.opTimout)
+}
+
+// Publish sends a message to the origin, fenced.
+func (d *Delivery) Publish(kind string, seq int, payload []byte) error {
+	ctx, cancel := d.ctx()
+	defer cancel()
+	return d.q.Publish(ctx, d.Lease, kind, seq, payload)
+}
+
+// Complete stores the terminal, fenced.
+func (d *Delivery) Complete(terminal []byte) error {
+	ctx, cancel := d.ctx()
+	defer cancel()
+	return d.q.Complete(ctx, d.Lease, terminal)
+}
+
+// Requeue gives the job back (dead-lettered after max deliveries).
+func (d *Delivery) Requeue(why string) (dead bool, err error) {
+	ctx, cancel := d.ctx()
+	defer cancel()
+	return d.q.Requeue(ctx, d.Lease, why)
+}
+
+// Start runs the lease loop until ctx ends, then waits for running
+// deliveries (their contexts are canceled with ctx).
+func (w *Worker) Start(ctx context.Context) {
+	if w.ID == "" {
+		w.ID = NewID()
+	}
+	w.running = map[string]context.CancelCauseFunc{}
+	ps := w.Q.c.Subscribe(ctx, w.Q.wakeChannel(), w.Q.workerChannel(w.ID))
+	defer ps.Close()
+	wake := make(chan struct{}, 1)
+	go func() {
+		for m := range ps.Channel(redis.WithChannelSize(1024)) {
+			if m.Channel == w.Q.wakeChannel() {
+				select {
+				case wake <- struct{}{}:
+				default:
+				}
+				continue
+			}
+			id, _, _ := strings.Cut(m.Payload, "\n")
+			w.mu.Lock()
+			cancel := w.running[id]
+			w.mu.Unlock()
+			if cancel != nil {
+				cancel(errCanceledByOrigin)
+			}
+		}
+	}()
+	slots := make(chan struct{}, max(1, w.Concurrency))
+	start := 0
+	idle := time.NewTicker(200 * time.Millisecond)
+	defer idle.Stop()
+	for ctx.Err() == nil {
+		select {
+		case slots <- struct{}{}:
+		case <-ctx.Done():
+			continue
+		}
+		l, err := w.lease(ctx, start)
+		start++
+		if l == nil {
+			<-slots
+			var sk *Skipped
+			if errors.As(err, &sk) {
+				w.Log.Warn("queue: skipped a waiting job", "job", sk.ID, "why", sk.Why)
+				continue
+			}
+			if err != nil && ctx.Err() == nil {
+				w.Log.Warn("queue: lease failed", "error", err.Error())
+			}
+			// Nothing to do: wait for new work, or poll (a wake message
+			// can be lost; a full terminal pool frees without one).
+			select {
+			case <-wake:
+			case <-idle.C:
+			case <-ctx.Done():
+			}
+			continue
+		}
+		w.wg.Add(1)
+		go func() {
+			defer w.wg.Done()
+			defer func() { <-slots }()
+			w.deliver(ctx, l)
+		}()
+	}
+	w.wg.Wait()
+}
+
+func (w *Worker) lease(ctx context.Context, start int) (*Lease, error) {
+	lctx, cancel := context.WithTimeout(ctx, w.Q.opTimeout())
+	defer cancel()
+	return w.Q.Lease(lctx, w.ID, w.Caps(), start)
+}
+
+// deliver runs one delivery with its heartbeat.
+func (w *Worker) deliver(parent context.Context, l *Lease) {
+	ctx, cancel := context.WithCancelCause(parent)
+	// The job's own deadline, measured in Redis time at lease.
+	ctx, stopDeadline := context.WithTimeout(ctx, l.Deadline.Sub(l.Now))
+	defer stopDeadline()
+	w.mu.Lock()
+	w.running[l.ID] = cancel
+	w.mu.Unlock()
+	defer func() {
+		w.mu.Lock()
+		delete(w.running, l.ID)
+		w.mu.Unlock()
+		cancel(nil)
+	}()
+	d := &Delivery{Lease: l, q: w.Q, opTimout: w.Q.opTimeout()}
+	hbDone := make(chan struct{})
+	runDone := make(chan struct{})
+	go func() {
+		defer close(hbDone)
+		t := time.NewTicker(w.Q.o.Lease / 3)
+		defer t.Stop()
+		for {
+			select {
+			case <-runDone:
+				return
+			case <-parent.Done():
+				return
+			case <-t.C:
+			}
+			hctx, hcancel := context.WithTimeout(context.Background(), d.opTimout)
+			err := w.Q.Heartbeat(hctx, l)
+			hcancel()
+			switch {
+			case errors.Is(err, ErrCanceled):
+				cancel(errCanceledByOrigin)
+				return
+			case errors.Is(err, ErrLost):
+				if w.OnLost != nil {
+					w.OnLost()
+				}
+				w.Log.Warn("queue: lease lost; stopping the delivery", "job", l.ID, "gen", l.Gen)
+				cancel(errLeaseLost)
+				return
+			case err != nil:
+				// Keep the delivery: the lease may outlive a Redis blip.
+				w.Log.Warn("queue: heartbeat failed", "job", l.ID, "error", err.Error())
+			}
+		}
+	}()
+	w.Run(ctx, d)
+	close(runDone)
+	<-hbDone
+}
+
+// Running reports how many deliveries this worker holds.
+func (w *Worker) Running() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.running)
+}
