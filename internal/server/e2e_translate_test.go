@@ -1,3 +1,5 @@
+//go:build sdk
+
 package server
 
 // End-to-end protocol translation with tool use. The official OpenAI and

@@ -1,3 +1,5 @@
+//go:build sdk
+
 package translate
 
 // The official SDKs must read what the translators write, unmodified:
