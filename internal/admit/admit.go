@@ -134,6 +134,7 @@ func (c *Controller) Admit(ctx context.Context, ai AttemptInfo) (*Permit, *Refus
 	}
 
 	hold := spend.Hold{Entry: entry, Media: false}
+	var q spend.Quote
 	a := &store.Admission{Now: now, ID: newID(), Tenant: t, Provider: ai.Provider, Model: ai.Model, Debits: ds,
 		DailyLimit: daily, EstTokens: est.Total, WindowSecs: config.DefaultBudgetWindowSecs, MaxRetained: s.maxRetained}
 	if id != nil && id.BudgetWindowSecs > 0 {
@@ -141,7 +142,7 @@ func (c *Controller) Admit(ctx context.Context, ai AttemptInfo) (*Permit, *Refus
 	}
 	if id.Budgeted() {
 		a.Budgeted, a.Budget = true, *id.BudgetNano
-		q := s.catalog.Quote(spend.Request{Provider: ai.Provider, ProviderType: ai.ProviderType, Model: ai.Model,
+		q = s.catalog.Quote(spend.Request{Provider: ai.Provider, ProviderType: ai.ProviderType, Model: ai.Model,
 			Endpoint: ai.Endpoint, Body: ai.Body})
 		hold.Media = q.Media
 		switch {
@@ -196,6 +197,9 @@ func (c *Controller) Admit(ctx context.Context, ai AttemptInfo) (*Permit, *Refus
 		releaseSlot()
 		c.m.rejected.WithLabelValues(ai.Provider, ReasonBudget).Inc()
 		ra := retryAfter(d.Wait)
+		if left := a.Budget - d.Spent; left > 0 && !a.HoldRemaining {
+			return nil, tooBig(a, q, left, ra)
+		}
 		return nil, &Refusal{Status: 429, Code: CodeBudget, Type: "insufficient_quota", Scope: ScopeRequest, RetryAfter: ra,
 			Message: fmt.Sprintf("the spend budget of this key is exhausted for its current window (%s of %s USD used); it resets in %d s",
 				spend.FormatUSD(d.Spent), spend.FormatUSD(a.Budget), ra)}
@@ -224,6 +228,29 @@ func (c *Controller) Admit(ctx context.Context, ai AttemptInfo) (*Permit, *Refus
 		}
 	}
 	return pm, nil
+}
+
+// tooBig is the refusal of a request whose own worst-case reservation
+// exceeds what is left of the budget while some is left: lowering the
+// output limit is the remedy, so it is a 400 without Retry-After (an SDK
+// would retry a 429 for nothing). It names waiting for the window only as
+// the other way out, when the reservation fits the whole budget.
+func tooBig(a *store.Admission, q spend.Quote, left int64, resetSecs int) *Refusal {
+	msg := fmt.Sprintf("this request reserves up to %s USD (its input plus its output limit at the model's price), "+
+		"more than the %s USD left of this key's budget of %s USD", spend.FormatUSD(a.Hold), spend.FormatUSD(left),
+		spend.FormatUSD(a.Budget))
+	if q.OutputBound > 0 {
+		if fit := q.OutputFit(left); fit > 0 {
+			msg += fmt.Sprintf("; set max_tokens to %d or less", fit)
+		} else {
+			msg += "; even its input alone does not fit: shorten the prompt"
+		}
+	}
+	if a.Hold <= a.Budget {
+		msg += fmt.Sprintf(", or wait %d s for the budget window to reset", resetSecs)
+	}
+	return &Refusal{Status: 400, Code: CodeRequestTooCostly, Type: "invalid_request_error", Param: "max_tokens",
+		Scope: ScopeProvider, Message: msg}
 }
 
 // rateRefusal is the 429 of a refused bucket.

@@ -48,7 +48,10 @@ const (
 	CodeDaily       = "daily_limit_exceeded"
 	CodeBudget      = "budget_exceeded"
 	CodeUnpriceable = "unpriceable_under_budget"
-	CodeOverloaded  = "overloaded"
+	// CodeRequestTooCostly: the request's own reservation exceeds what is
+	// left of the budget (some is left): lower max_tokens.
+	CodeRequestTooCostly = "request_exceeds_budget"
+	CodeOverloaded       = "overloaded"
 	// CodeCanceled: the caller's context ended while waiting; nothing
 	// should be written to a client that left.
 	CodeCanceled = "canceled"

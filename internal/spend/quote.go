@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"math/bits"
 
 	"github.com/tidwall/gjson"
 
@@ -44,6 +45,30 @@ type Quote struct {
 	InputBound, OutputBound, Candidates int64
 	// Media is set when the body carries media input.
 	Media bool
+	// inputCost, inputRate and outputRate (nano-USD per million tokens;
+	// output times the candidates) let OutputFit say which output limit
+	// would fit.
+	inputCost, inputRate, outputRate int64
+}
+
+// OutputFit is the largest output limit (max_tokens) whose reservation
+// fits within budget nano-USD, or 0 when not even the input fits. It is
+// meaningful for a priced quote with an output bound.
+func (q Quote) OutputFit(budget int64) int64 {
+	// Setting max_tokens lengthens the body, and so the input bound, by
+	// at most this many bytes (`"max_completion_tokens":NNNNNNNNN,`).
+	const field = 36
+	left := budget - q.inputCost - tokenCost(field, q.inputRate)
+	if !q.Priced || q.outputRate <= 0 || left <= 0 {
+		return 0
+	}
+	// tokens·rate/1e6 ≤ left, rounded down (tokenCost rounds up).
+	hi, lo := bits.Mul64(uint64(left), 1_000_000)
+	if hi >= uint64(q.outputRate) {
+		return q.OutputBound
+	}
+	n, _ := bits.Div64(hi, lo, uint64(q.outputRate))
+	return min(int64(n), q.OutputBound)
 }
 
 func unpriced(q Quote, format string, args ...any) Quote {
@@ -152,7 +177,15 @@ func (c *Catalog) Quote(r Request) Quote {
 			out *= q.Candidates
 		}
 	}
-	q.Amount = addSat(tokenCost(q.InputBound, in), tokenCost(out, rates.Output))
+	q.inputCost, q.inputRate = tokenCost(q.InputBound, in), in
+	q.outputRate = rates.Output
+	if q.Candidates > 1 {
+		q.outputRate = MaxAmount
+		if rates.Output <= MaxAmount/q.Candidates {
+			q.outputRate = rates.Output * q.Candidates
+		}
+	}
+	q.Amount = addSat(q.inputCost, tokenCost(out, rates.Output))
 	q.Priced = true
 	return q
 }
