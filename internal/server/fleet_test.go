@@ -155,8 +155,9 @@ func TestFleetSpendCapHoldsToTheNano(t *testing.T) {
 			case a.Status == 200:
 				ok.Add(1)
 				tokens.Add(gjson.Get(a.Body, "usage.prompt_tokens").Int() + gjson.Get(a.Body, "usage.completion_tokens").Int())
-			case a.Status == 429 && gjson.Get(a.Body, "error.code").String() == "budget_exceeded" && a.Header.Get("Retry-After") != "":
-				refused.Add(1)
+			case a.Status == 429 && gjson.Get(a.Body, "error.code").String() == "budget_exceeded" && a.Header.Get("Retry-After") != "",
+				a.Status == 400 && gjson.Get(a.Body, "error.code").String() == "request_exceeds_budget":
+				refused.Add(1) // used up, or less left than this request reserves
 			default:
 				t.Errorf("unexpected %d %s", a.Status, a.Body)
 			}
