@@ -3,6 +3,7 @@
 //	switchboard [serve] [--config FILE] [--listen ADDR]   run the gateway (default)
 //	switchboard check CONFIG                              validate a config, print every problem
 //	switchboard version                                   print the version
+//	switchboard healthcheck [--url URL]                   exit 0 when the gateway's /health answers 200
 //
 // Environment: CONFIG_FILE (default config/config.yaml), PORT (4567), BIND
 // (0.0.0.0), STATE_DIR (data/), SWITCHBOARD_ENV (production requires
@@ -34,8 +35,10 @@ import (
 	"switchboard/internal/store"
 )
 
-// version is set at build time with -ldflags "-X main.version=...".
-var version = "dev"
+// version and revision are set at build time with
+// -ldflags "-X main.version=... -X main.revision=..." (the Dockerfile's
+// VERSION and REVISION build args).
+var version, revision = "dev", "unknown"
 
 func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
@@ -54,8 +57,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 	case "prices":
 		return prices(args, stdout, stderr)
 	case "version":
-		fmt.Fprintln(stdout, "switchboard", version)
+		fmt.Fprintln(stdout, "switchboard", version, revision)
 		return 0
+	case "healthcheck":
+		return healthcheck(args, stdout, stderr)
 	case "help":
 		fmt.Fprintln(stdout, usage)
 		return 0
@@ -68,6 +73,7 @@ const usage = `usage:
   switchboard [serve] [--config FILE] [--listen ADDR]
   switchboard check CONFIG
   switchboard prices [--config FILE]   the effective pricing table (catalog + config overrides)
+  switchboard healthcheck [--url URL]  exit 0 when /health answers 200 (the image's HEALTHCHECK)
   switchboard version`
 
 func envOr(k, def string) string {
@@ -210,7 +216,7 @@ func serve(args []string, stderr io.Writer) int {
 	go srv.ReportTPS(bg)
 
 	log.Info("switchboard listening", "addr", ln.Addr().String(), "config", *path, "models", len(cfg.Models),
-		"providers", len(cfg.Providers), "version", version)
+		"providers", len(cfg.Providers), "version", version, "revision", revision)
 	serveErr := srv.Serve(ctx, ln)
 	close(bg)
 	srv.Prober.Wait()

@@ -1,0 +1,48 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"time"
+)
+
+// healthcheck asks a running gateway for /health and exits 0 on a 200. It
+// exists for the container image's HEALTHCHECK: the runtime image is
+// scratch, with no curl or wget to do it.
+func healthcheck(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("healthcheck", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	url := fs.String("url", "", "health URL (default http://127.0.0.1:$PORT/health, PORT defaulting to 4567)")
+	timeout := fs.Duration("timeout", 3*time.Second, "give up after this long")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if *url == "" {
+		*url = "http://" + net.JoinHostPort("127.0.0.1", envOr("PORT", "4567")) + "/health"
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, *url, nil)
+	if err != nil {
+		fmt.Fprintln(stderr, "healthcheck:", err)
+		return 2
+	}
+	// A one-shot client: this process makes exactly one request and exits.
+	resp, err := (&http.Client{Timeout: *timeout}).Do(req)
+	if err != nil {
+		fmt.Fprintln(stderr, "healthcheck:", err)
+		return 1
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+	if resp.StatusCode != http.StatusOK {
+		fmt.Fprintf(stderr, "healthcheck: %s answered %d: %s\n", *url, resp.StatusCode, body)
+		return 1
+	}
+	fmt.Fprintf(stdout, "healthcheck: %s ok\n", *url)
+	return 0
+}
