@@ -6,9 +6,11 @@
 //	switchboard healthcheck [--url URL]                   exit 0 when the gateway's /health answers 200
 //
 // Environment: CONFIG_FILE (default config/config.yaml), PORT (4567), BIND
-// (0.0.0.0), STATE_DIR (data/), SWITCHBOARD_ENV (production requires
-// auth.token), SWITCHBOARD_REDIS_URL (share limits, spend and health with
-// the fleet; overrides redis.url).
+// or PUMA_BIND (0.0.0.0), STATE_DIR (data/), SWITCHBOARD_ENV or RACK_ENV
+// (production requires auth.token), SWITCHBOARD_REDIS_URL or
+// LLMSHIM_REDIS_URL (share limits, spend and health with the fleet;
+// overrides redis.url). The seed systems' other variables are listed in
+// docs/migrating.md.
 package main
 
 import (
@@ -101,6 +103,9 @@ func check(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, err)
 		return 1
 	}
+	for _, w := range cfg.Warnings {
+		fmt.Fprintln(stdout, "warning:", w)
+	}
 	fmt.Fprintf(stdout, "%s: ok (%d providers, %d models)\n", *path, len(cfg.Providers), len(cfg.Models))
 	return 0
 }
@@ -135,23 +140,31 @@ func serve(args []string, stderr io.Writer) int {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	path := fs.String("config", envOr("CONFIG_FILE", "config/config.yaml"), "config file (env CONFIG_FILE)")
-	listen := fs.String("listen", envOr("BIND", "0.0.0.0"), "listen address: host or host:port (env BIND, PORT)")
+	boot := slog.New(server.LogHandler{Handler: slog.NewTextHandler(stderr, nil)})
+	defListen, err := listenDefault(os.Getenv)
+	if err != nil {
+		boot.Error("bad listen address", "error", err.Error())
+		return 1
+	}
+	listen := fs.String("listen", defListen, "listen address: host or host:port (env BIND or PUMA_BIND, PORT)")
 	pprofAddr := fs.String("pprof", os.Getenv("SWITCHBOARD_PPROF"), "serve net/http/pprof on this address, e.g. 127.0.0.1:6060 (off by default; env SWITCHBOARD_PPROF)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	boot := slog.New(server.LogHandler{Handler: slog.NewTextHandler(stderr, nil)})
 	cfg, err := config.Load(*path)
 	if err != nil {
 		boot.Error("cannot load config", "path", *path, "error", err.Error())
 		return 1
 	}
-	if strings.EqualFold(os.Getenv("SWITCHBOARD_ENV"), "production") && !cfg.Auth.Enabled() {
-		boot.Error("SWITCHBOARD_ENV=production requires auth.token or gateway keys (auth.keys / auth.keys_file) in the config")
+	production, envName := productionEnv(os.Getenv)
+	if production && !cfg.Auth.Enabled() {
+		boot.Error(envName + "=production requires auth.token or gateway keys (auth.keys / auth.keys_file) in the config")
 		return 1
 	}
 	logLevel := new(slog.LevelVar)
 	log := newLogger(stderr, cfg, logLevel)
+	logWarnings(log, cfg)
+	logIgnoredPuma(log)
 
 	addr := *listen
 	if _, _, err := net.SplitHostPort(addr); err != nil {
@@ -190,13 +203,13 @@ func serve(args []string, stderr io.Writer) int {
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	production := strings.EqualFold(os.Getenv("SWITCHBOARD_ENV"), "production")
 	reload := func(trigger string) {
 		next, err := srv.Reload(*path, production)
 		if err != nil {
 			log.Error("config reload refused; keeping the running config", "trigger", trigger, "error", err.Error())
 			return
 		}
+		logWarnings(log, next)
 		setLevel(logLevel, next.Logging.Level)
 		log.Info("config reloaded", "trigger", trigger, "models", len(next.Models), "providers", len(next.Providers))
 	}
@@ -234,6 +247,14 @@ func serve(args []string, stderr io.Writer) int {
 	}
 	log.Info("switchboard stopped")
 	return 0
+}
+
+// logWarnings logs what the config loader let pass but an operator should
+// see (unknown fields under config.unknown_fields: warn).
+func logWarnings(log *slog.Logger, cfg *config.Config) {
+	for _, w := range cfg.Warnings {
+		log.Warn("config: ignored", "problem", w)
+	}
 }
 
 func newLogger(w io.Writer, cfg *config.Config, level *slog.LevelVar) *slog.Logger {

@@ -30,6 +30,9 @@ type loader struct {
 	secret map[string]bool
 	// labels maps a secret map's path and key to the entry's label.
 	labels map[string]map[string]string
+	// unknown holds unknown-field problems until config.unknown_fields is
+	// known.
+	unknown Errors
 }
 
 func newLoader(file string, getenv func(string) (string, bool)) *loader {
@@ -271,7 +274,11 @@ func (l *loader) walkStruct(n *yaml.Node, v reflect.Value, path string) {
 		seen[name] = p.key.Line
 		i, ok := idx[name]
 		if !ok {
-			l.decodeErr(p.key.Line, fp, "unknown field (known: %s)", strings.Join(names, ", "))
+			// Held apart until the whole file is read: config.unknown_fields
+			// decides whether these are errors or warnings.
+			l.bad[fp] = true
+			l.unknown = append(l.unknown, &FieldError{File: l.file, Line: p.key.Line, Field: fp,
+				Msg: fmt.Sprintf("unknown field (known: %s)", strings.Join(names, ", "))})
 			continue
 		}
 		l.lines[fp] = p.key.Line

@@ -84,12 +84,9 @@ func (l *loader) applyDefaults(c *Config) {
 	dur("limits.queue_timeout", &c.Limits.QueueTimeout, defaultQueueTimeout)
 	num("limits.penalty_seconds", &c.Limits.PenaltySeconds, defaultPenaltySeconds)
 	str("store.backend", &c.Store.Backend, StoreSQLite)
+	str("config.unknown_fields", &c.Config.UnknownFields, UnknownStrict)
 	num("spend.max_retained_attempts", &c.Spend.MaxRetainedAttempts, defaultMaxRetainedAttempts)
-	// The environment wins over the file so one config can serve a single
-	// replica and a fleet; an empty variable changes nothing.
-	if v, ok := l.getenv(EnvRedisURL); ok && v != "" {
-		c.Redis.URL, c.Redis.URLFromEnv = v, true
-	}
+	l.applyEnvAliases(c)
 	dur("redis.command_timeout", &c.Redis.CommandTimeout, defaultRedisCommandTimeout)
 	dur("redis.connect_timeout", &c.Redis.ConnectTimeout, defaultRedisConnectTimeout)
 

@@ -51,6 +51,13 @@ func parse(data []byte, filename string, getenv func(string) (string, bool)) (*C
 	l.queueDefaults(c)
 	l.validate(c)
 	l.validateQueue(c)
+	if c.Config.UnknownFields == UnknownWarn {
+		for _, e := range l.unknown {
+			c.Warnings = append(c.Warnings, e.Error())
+		}
+	} else {
+		l.errs = append(l.errs, l.unknown...)
+	}
 	if len(l.errs) > 0 {
 		sort.SliceStable(l.errs, func(i, j int) bool { return l.errs[i].Line < l.errs[j].Line })
 		return nil, &l.errs

@@ -36,6 +36,13 @@ type Config struct {
 	// Pricing overrides the embedded pricing catalog per provider name and
 	// provider model name, field by field.
 	Pricing map[string]map[string]*Price `yaml:"pricing"`
+	// Config controls how this file itself is read.
+	Config FileOptions `yaml:"config"`
+
+	// Warnings are problems that did not stop the load (unknown fields
+	// under config.unknown_fields: warn), as "file:line: field: message",
+	// for the caller to log.
+	Warnings []string `yaml:"-"`
 
 	// Path is the file the config was read from ("" when parsed from bytes).
 	Path string `yaml:"-"`
@@ -319,8 +326,8 @@ type Store struct {
 type Redis struct {
 	// URL of the server: redis://[user:password@]host[:port][/db],
 	// rediss:// (TLS) or unix:///path/to/socket. Empty = this process
-	// only. The environment variable SWITCHBOARD_REDIS_URL, when set and
-	// non-empty, replaces it.
+	// only. The environment variable SWITCHBOARD_REDIS_URL (or, when that
+	// is unset, LLMSHIM_REDIS_URL), when set and non-empty, replaces it.
 	URL string `yaml:"url"`
 	// CommandTimeout bounds each command, its reply included. Default
 	// 500 ms, range 1 ms..60 s.
@@ -328,7 +335,8 @@ type Redis struct {
 	// ConnectTimeout bounds a new connection's setup. Default 1 s, range
 	// 1 ms..60 s.
 	ConnectTimeout Duration `yaml:"connect_timeout"`
-	// URLFromEnv is set when SWITCHBOARD_REDIS_URL supplied URL.
+	// URLFromEnv is set when SWITCHBOARD_REDIS_URL (or llmshim's
+	// LLMSHIM_REDIS_URL) supplied URL.
 	URLFromEnv bool `yaml:"-"`
 }
 
@@ -395,3 +403,17 @@ type Toggle struct {
 	Disabled bool
 	Value    Duration
 }
+
+// FileOptions controls how the config file is read.
+type FileOptions struct {
+	// UnknownFields: strict (default) makes a key Switchboard does not know
+	// an error; warn logs it and ignores it, for a config migrated from
+	// another gateway.
+	UnknownFields string `yaml:"unknown_fields"`
+}
+
+// Unknown-field policies (config.unknown_fields).
+const (
+	UnknownStrict = "strict"
+	UnknownWarn   = "warn"
+)

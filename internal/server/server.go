@@ -264,7 +264,7 @@ func (s *Server) Reload(path string, production bool) (*config.Config, error) {
 		return nil, err
 	}
 	if production && !next.Auth.Enabled() {
-		return nil, errors.New("SWITCHBOARD_ENV=production requires auth.token or gateway keys")
+		return nil, errors.New("production mode (SWITCHBOARD_ENV or RACK_ENV) requires auth.token or gateway keys")
 	}
 	s.Apply(next)
 	return next, nil
