@@ -332,7 +332,7 @@ func TestAdvisoryTwoPerMinute(t *testing.T) {
 		t.Errorf("first advice = %d %d %d %v", l, r, reset, ok)
 	}
 	h := http.Header{}
-	pm.SetHeaders(h)
+	pm.SetHeaders(h, DefaultNames)
 	if h.Get(HeaderLimit) != "2" || h.Get(HeaderRemaining) != "1" || h.Get(HeaderReset) != "30" {
 		t.Errorf("headers = %v", h)
 	}
@@ -351,7 +351,7 @@ func TestAdvisoryTwoPerMinute(t *testing.T) {
 		t.Errorf("refusal advice = %+v, Retry-After %d", ref.Advice, ref.RetryAfter)
 	}
 	h = http.Header{}
-	ref.Advice.SetHeaders(h)
+	ref.Advice.SetHeaders(h, DefaultNames)
 	if h.Get(HeaderReset) != "13" || h.Get(HeaderRemaining) != "0" {
 		t.Errorf("refusal headers = %v", h)
 	}
@@ -373,7 +373,7 @@ func TestAdviceSelection(t *testing.T) {
 		t.Error("advice without any limit")
 	}
 	h := http.Header{}
-	Advice{Limit: 0, Remaining: 0, Reset: 90000, OK: true}.SetHeaders(h)
+	Advice{Limit: 0, Remaining: 0, Reset: 90000, OK: true}.SetHeaders(h, DefaultNames)
 	if len(h) != 0 {
 		t.Errorf("invalid fields not dropped: %v", h)
 	}

@@ -11,12 +11,30 @@ import (
 	"switchboard/internal/config"
 )
 
-// Advisory header names.
+// Advisory header names under the default prefix.
 const (
-	HeaderLimit     = "X-Switchboard-RateLimit-Limit"
-	HeaderRemaining = "X-Switchboard-RateLimit-Remaining"
-	HeaderReset     = "X-Switchboard-RateLimit-Reset"
+	HeaderLimit     = config.DefaultAdvisoryPrefix + "-Limit"
+	HeaderRemaining = config.DefaultAdvisoryPrefix + "-Remaining"
+	HeaderReset     = config.DefaultAdvisoryPrefix + "-Reset"
 )
+
+// AdvisoryNames are the three advisory header names of one prefix
+// (limits.advisory_prefix), so clients written for another gateway's
+// headers (MultiLLM's X-MultiLLM-RateLimit-*) work unchanged.
+type AdvisoryNames struct{ Limit, Remaining, Reset string }
+
+// DefaultNames are the names under X-Switchboard-RateLimit.
+var DefaultNames = NamesFor(config.DefaultAdvisoryPrefix)
+
+// NamesFor returns the advisory header names under prefix, canonicalized
+// once here rather than on every response.
+func NamesFor(prefix string) AdvisoryNames {
+	return AdvisoryNames{
+		Limit:     http.CanonicalHeaderKey(prefix + "-Limit"),
+		Remaining: http.CanonicalHeaderKey(prefix + "-Remaining"),
+		Reset:     http.CanonicalHeaderKey(prefix + "-Reset"),
+	}
+}
 
 // EnvAdvisory turns advisory headers on.
 const EnvAdvisory = "RATE_LIMIT_HEADERS_ENABLED"
@@ -70,28 +88,28 @@ type Advice struct {
 	OK                      bool
 }
 
-// SetHeaders writes the advisory headers, dropping each invalid field: a
-// limit outside 1..2^53-1, a remaining outside 0..limit, a reset outside
-// 1..86400 s.
-func (a Advice) SetHeaders(h http.Header) {
+// SetHeaders writes the advisory headers under names, dropping each
+// invalid field: a limit outside 1..2^53-1, a remaining outside 0..limit, a
+// reset outside 1..86400 s.
+func (a Advice) SetHeaders(h http.Header, names AdvisoryNames) {
 	if !a.OK {
 		return
 	}
 	limitOK := a.Limit >= 1 && a.Limit <= maxHeaderLimit
 	if limitOK {
-		h.Set(HeaderLimit, strconv.FormatInt(a.Limit, 10))
+		h[names.Limit] = []string{strconv.FormatInt(a.Limit, 10)}
 	}
 	if limitOK && a.Remaining >= 0 && a.Remaining <= a.Limit {
-		h.Set(HeaderRemaining, strconv.FormatInt(a.Remaining, 10))
+		h[names.Remaining] = []string{strconv.FormatInt(a.Remaining, 10)}
 	}
 	if a.Reset >= 1 && a.Reset <= 86400 {
-		h.Set(HeaderReset, strconv.FormatInt(a.Reset, 10))
+		h[names.Reset] = []string{strconv.FormatInt(a.Reset, 10)}
 	}
 }
 
 // SetHeaders writes the permit's advisory headers (see Advice.SetHeaders).
-func (p *Permit) SetHeaders(h http.Header) {
+func (p *Permit) SetHeaders(h http.Header, names AdvisoryNames) {
 	if p != nil {
-		p.advice.SetHeaders(h)
+		p.advice.SetHeaders(h, names)
 	}
 }

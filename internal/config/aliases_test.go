@@ -110,3 +110,24 @@ func TestUnknownFieldsPolicy(t *testing.T) {
 		})
 	}
 }
+
+func TestAdvisoryPrefixConfig(t *testing.T) {
+	tests := []struct{ yaml, want, err string }{
+		{minimal, DefaultAdvisoryPrefix, ""},
+		{minimal + "limits: {advisory_prefix: X-MultiLLM-RateLimit}\n", "X-MultiLLM-RateLimit", ""},
+		{minimal + "limits: {advisory_prefix: \"X-Rate Limit\"}\n", "", "limits.advisory_prefix: must be an HTTP header name"},
+		{minimal + "limits: {advisory_prefix: \"\"}\n", "", "limits.advisory_prefix: must be an HTTP header name"},
+	}
+	for _, tt := range tests {
+		c, err := parse([]byte(tt.yaml), "t.yaml", mapEnv(nil))
+		if tt.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tt.err) {
+				t.Errorf("%q: err %v", tt.yaml, err)
+			}
+			continue
+		}
+		if err != nil || c.Limits.AdvisoryPrefix != tt.want {
+			t.Errorf("%q: %v %v", tt.yaml, c, err)
+		}
+	}
+}

@@ -83,6 +83,7 @@ func (l *loader) applyDefaults(c *Config) {
 	num("limits.max_concurrency", &c.Limits.MaxConcurrency, defaultMaxConcurrency)
 	dur("limits.queue_timeout", &c.Limits.QueueTimeout, defaultQueueTimeout)
 	num("limits.penalty_seconds", &c.Limits.PenaltySeconds, defaultPenaltySeconds)
+	str("limits.advisory_prefix", &c.Limits.AdvisoryPrefix, DefaultAdvisoryPrefix)
 	str("store.backend", &c.Store.Backend, StoreSQLite)
 	str("config.unknown_fields", &c.Config.UnknownFields, UnknownStrict)
 	num("spend.max_retained_attempts", &c.Spend.MaxRetainedAttempts, defaultMaxRetainedAttempts)

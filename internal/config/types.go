@@ -310,6 +310,11 @@ type Limits struct {
 	// AdvisoryHeaders turns on X-Switchboard-RateLimit-* response headers
 	// (also on with RATE_LIMIT_HEADERS_ENABLED). Default false.
 	AdvisoryHeaders bool `yaml:"advisory_headers"`
+	// AdvisoryPrefix names the advisory headers: <prefix>-Limit,
+	// -Remaining, -Reset. Default X-Switchboard-RateLimit; an HTTP header
+	// token of at most 64 bytes (X-MultiLLM-RateLimit for MultiLLM's
+	// clients).
+	AdvisoryPrefix string `yaml:"advisory_prefix"`
 }
 
 // Store selects where admission and spend state lives.
@@ -411,6 +416,9 @@ type FileOptions struct {
 	// another gateway.
 	UnknownFields string `yaml:"unknown_fields"`
 }
+
+// DefaultAdvisoryPrefix is limits.advisory_prefix when omitted.
+const DefaultAdvisoryPrefix = "X-Switchboard-RateLimit"
 
 // Unknown-field policies (config.unknown_fields).
 const (

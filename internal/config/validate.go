@@ -89,6 +89,9 @@ func (l *loader) validateLimits(lim *Limits) {
 	l.optRange("limits.rpm", lim.RPM, 0, maxRPM)
 	l.optRange("limits.tpm", lim.TPM, 0, maxTPM)
 	l.intRange("limits.penalty_seconds", int64(lim.PenaltySeconds), 0, 3600)
+	if p := lim.AdvisoryPrefix; p == "" || len(p) > 64 || strings.IndexFunc(p, notTokenChar) >= 0 {
+		l.errAt("limits.advisory_prefix", "must be an HTTP header name of 1 to 64 letters, digits or -, e.g. X-MultiLLM-RateLimit, got %q", p)
+	}
 }
 
 // validateRedis checks the redis section. The URL may hold a password, so
@@ -373,4 +376,11 @@ func secs(d time.Duration) string {
 		return fmt.Sprintf("%ds", d/time.Second)
 	}
 	return d.String()
+}
+
+// notTokenChar reports a rune that may not appear in a header name built
+// from a configured prefix (letters, digits and '-' only, so the name is
+// safe through any proxy).
+func notTokenChar(r rune) bool {
+	return !(r == '-' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z')
 }

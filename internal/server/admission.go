@@ -22,7 +22,7 @@ import (
 // enabled, the refused counter's advisory headers.
 func (s *Server) writeRefusal(w http.ResponseWriter, proto Protocol, id *tenant.Identity, ref *admit.Refusal) {
 	if snap := s.snap.Load(); snap != nil && snap.advisory && id != nil {
-		ref.Advice.SetHeaders(w.Header())
+		ref.Advice.SetHeaders(w.Header(), snap.advisoryNames)
 	}
 	typ := ref.Type
 	if typ == "" {
@@ -35,7 +35,7 @@ func (s *Server) writeRefusal(w http.ResponseWriter, proto Protocol, id *tenant.
 // advise sets the advisory rate-limit headers captured at admission.
 func (s *Server) advise(w http.ResponseWriter, in *incoming, res *proxy.Result) {
 	if in.snap.advisory && in.id != nil && res.Permit != nil {
-		res.Permit.SetHeaders(w.Header())
+		res.Permit.SetHeaders(w.Header(), in.snap.advisoryNames)
 	}
 }
 

@@ -39,8 +39,10 @@ type Snapshot struct {
 	Routes *route.Table
 	// metricsHash is sha256(auth.metrics_token) when set.
 	metricsHash *[32]byte
-	// advisory: X-Switchboard-RateLimit-* headers are on.
-	advisory bool
+	// advisory: the rate-limit advisory headers are on, under
+	// advisoryNames (limits.advisory_prefix).
+	advisory      bool
+	advisoryNames admit.AdvisoryNames
 	// loaded is when this config was applied (the models' created time).
 	loaded time.Time
 	// anyTPM: a global or provider token bucket is configured, so answers
@@ -142,7 +144,7 @@ func (s *Server) Apply(cfg *config.Config) {
 	}
 	s.Stats.SetWindow(cfg.Performance.SampleWindow.D())
 	s.Prober.SetMaxPerMinute(cfg.Performance.ProbeMaxPerMinute)
-	snap := &Snapshot{Config: cfg, Routes: table, advisory: admit.AdvisoryEnabled(cfg), loaded: s.Clock.Now(),
+	snap := &Snapshot{Config: cfg, Routes: table, advisory: admit.AdvisoryEnabled(cfg), advisoryNames: admit.NamesFor(cfg.Limits.AdvisoryPrefix), loaded: s.Clock.Now(),
 		anyTPM: cfg.Limits.TPM != nil}
 	for _, p := range cfg.Providers {
 		snap.anyTPM = snap.anyTPM || p.TPM != nil
