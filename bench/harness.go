@@ -55,6 +55,9 @@ type Mode struct {
 	Ramp     time.Duration `json:"ramp,omitempty"`
 	Tokens   int           `json:"tokens,omitempty"`
 	Interval time.Duration `json:"interval,omitempty"`
+	// Meter, when set, runs the gateway metered with that store (sqlite,
+	// memory, redis): see metered.go.
+	Meter string `json:"meter,omitempty"`
 }
 
 // plan is the list of modes. The full plan fits ./scripts/bench in under
@@ -72,8 +75,16 @@ func plan(smoke bool) []Mode {
 			{Role: "stream-open", Kind: kindStreamOpen, Rate: 30, Duration: d, Slices: 1, Tokens: 5, Interval: 5 * time.Millisecond},
 			{Role: "streams", Kind: kindStreamConc, Streams: 30, Ramp: 50 * time.Millisecond, Tokens: 10, Interval: 10 * time.Millisecond, Slices: 1},
 			{Role: "streams-big", Kind: kindStreamConc, Streams: 60, Ramp: 50 * time.Millisecond, Tokens: 5, Interval: 10 * time.Millisecond, Slices: 1},
+			{Role: "metered-sqlite", Kind: kindClosed, Conc: 4, Duration: d, Slices: 1, Meter: meterSQLite},
+			{Role: "metered-memory", Kind: kindClosed, Conc: 4, Duration: d, Slices: 1, Meter: meterMemory},
+			{Role: "metered-redis", Kind: kindClosed, Conc: 4, Duration: d, Slices: 1, Meter: meterRedis},
+			{Role: "metered-open-sqlite", Kind: kindOpen, Rate: 50, Duration: d, Slices: 1, Meter: meterSQLite},
+			{Role: "metered-open-redis", Kind: kindOpen, Rate: 50, Duration: d, Slices: 1, Meter: meterRedis},
 		}
 	}
+	// The metered modes get 6 s per target (three slices of 2 s) to keep
+	// the whole run near five minutes.
+	const md = 6 * time.Second
 	const d = 10 * time.Second
 	return []Mode{
 		{Role: "closed-lo", Kind: kindClosed, Conc: 16, Duration: d, Slices: 4},
@@ -83,6 +94,11 @@ func plan(smoke bool) []Mode {
 		{Role: "stream-open", Kind: kindStreamOpen, Rate: 150, Duration: d, Slices: 4, Tokens: 50, Interval: 20 * time.Millisecond},
 		{Role: "streams", Kind: kindStreamConc, Streams: 1000, Ramp: time.Second, Tokens: 200, Interval: 20 * time.Millisecond, Slices: 1},
 		{Role: "streams-big", Kind: kindStreamConc, Streams: 10000, Ramp: 5 * time.Second, Tokens: 200, Interval: 20 * time.Millisecond, Slices: 1},
+		{Role: "metered-sqlite", Kind: kindClosed, Conc: 16, Duration: md, Slices: 3, Meter: meterSQLite},
+		{Role: "metered-memory", Kind: kindClosed, Conc: 16, Duration: md, Slices: 3, Meter: meterMemory},
+		{Role: "metered-redis", Kind: kindClosed, Conc: 16, Duration: md, Slices: 3, Meter: meterRedis},
+		{Role: "metered-open-sqlite", Kind: kindOpen, Rate: 300, Duration: md, Slices: 3, Meter: meterSQLite},
+		{Role: "metered-open-redis", Kind: kindOpen, Rate: 300, Duration: md, Slices: 3, Meter: meterRedis},
 	}
 }
 
@@ -101,9 +117,20 @@ func (m *Mode) fill() {
 		m.Name = fmt.Sprintf("streams-%d", m.Streams)
 		m.Title = fmt.Sprintf("%d concurrent streams of %d tokens at %v, started over %v", m.Streams, m.Tokens, m.Interval, m.Ramp)
 	}
+	if m.Meter != "" {
+		m.Name = "metered-" + m.Meter + "-" + strings.TrimPrefix(strings.TrimPrefix(m.Name, "closed-"), "open-")
+		m.Title += ", metered (tenant key with RPM, TPM, daily count and budget; priced model; store " + m.Meter + ")"
+	}
 	if m.Kind != kindStreamConc {
 		m.Title += fmt.Sprintf(", %v per target in %d slice(s)", m.Duration, m.Slices)
 	}
+}
+
+// selected reports whether --only names m: its role, its name, or
+// "metered" for every metered mode.
+func selected(only []string, m Mode) bool {
+	return len(only) == 0 || slices.Contains(only, m.Role) || slices.Contains(only, m.Name) ||
+		(m.Meter != "" && slices.Contains(only, "metered"))
 }
 
 // child is one process of the run.
@@ -144,6 +171,7 @@ type harness struct {
 	up      *child
 	base    *child
 	gw      *child
+	redis   *child // metered redis modes only
 	pprof   string
 	targets []*target
 	report  *Report
@@ -215,7 +243,7 @@ func Run(o Options) (*Report, error) {
 	}
 	for i, m := range plan(o.Smoke) {
 		m.fill()
-		if len(o.Only) > 0 && !slices.Contains(o.Only, m.Role) && !slices.Contains(o.Only, m.Name) {
+		if !selected(o.Only, m) {
 			continue
 		}
 		mr := &ModeResult{Mode: m, Targets: map[string]*TargetResult{}}
@@ -245,6 +273,9 @@ func Run(o Options) (*Report, error) {
 
 // feasible explains why a mode cannot run on this machine ("" when it can).
 func feasible(m Mode) string {
+	if m.Meter == meterRedis && redisBinary() == "" {
+		return "redis-server is not installed"
+	}
 	if m.Kind != kindStreamConc {
 		return ""
 	}
@@ -275,25 +306,30 @@ func (h *harness) stopAll() {
 }
 
 func (h *harness) stopEnv() {
-	for _, c := range []*child{h.gw, h.base, h.up} {
+	for _, c := range []*child{h.gw, h.base, h.up, h.redis} {
 		c.stop()
 	}
-	h.gw, h.base, h.up = nil, nil, nil
+	h.gw, h.base, h.up, h.redis = nil, nil, nil, nil
 }
 
 // startEnv starts a fresh upstream, baseline and gateway, so that each
 // mode's RSS figures start from an idle process.
-func (h *harness) startEnv(pprof bool) error {
+func (h *harness) startEnv(m Mode, pprof bool) error {
 	h.stopEnv()
 	var err error
 	if h.up, err = h.startChild("upstream", "--listen", "127.0.0.1:0"); err != nil {
 		return err
 	}
+	if m.Meter == meterRedis {
+		if h.redis, err = h.startRedis(); err != nil {
+			return err
+		}
+	}
 	upURL := "http://" + h.up.addr
 	if h.base, err = h.startChild("baseline", "--listen", "127.0.0.1:0", "--upstream", upURL); err != nil {
 		return err
 	}
-	if h.gw, err = h.startGateway(upURL, pprof); err != nil {
+	if h.gw, err = h.startGateway(m, upURL, pprof); err != nil {
 		return err
 	}
 	h.targets = []*target{
@@ -389,9 +425,9 @@ func freePort() (string, error) {
 	return ln.Addr().String(), nil
 }
 
-func (h *harness) startGateway(upURL string, pprof bool) (*child, error) {
-	cfg := filepath.Join(h.tmp, "gateway.yaml")
-	if err := os.WriteFile(cfg, []byte(gatewayConfig(upURL, h.token)), 0o600); err != nil {
+func (h *harness) startGateway(m Mode, upURL string, pprof bool) (*child, error) {
+	cfg, err := h.writeGatewayConfig(m, upURL)
+	if err != nil {
 		return nil, err
 	}
 	addr, err := freePort()
@@ -481,16 +517,22 @@ func (h *harness) job(id string, m Mode, t *target, d time.Duration) Job {
 }
 
 // warm checks each target answers, unary and streaming, and fills pools.
-func (h *harness) warm() error {
+// A metered mode is unary only (the bench's pacing field is no control a
+// budget can price), so it warms up unary requests only.
+func (h *harness) warm(mode Mode) error {
 	d := 300 * time.Millisecond
 	if h.o.Smoke {
 		d = 100 * time.Millisecond
 	}
+	kinds := []Mode{
+		{Kind: kindClosed, Conc: 8},
+		{Kind: kindStreamConc, Streams: 8, Tokens: 5, Interval: time.Millisecond},
+	}
+	if mode.Meter != "" {
+		kinds = kinds[:1]
+	}
 	for _, t := range h.targets {
-		for _, m := range []Mode{
-			{Kind: kindClosed, Conc: 8},
-			{Kind: kindStreamConc, Streams: 8, Tokens: 5, Interval: time.Millisecond},
-		} {
+		for _, m := range kinds {
 			r, err := h.do(h.job("warmup", m, t, d))
 			if err != nil {
 				return err
@@ -520,11 +562,11 @@ type acc struct {
 }
 
 func (h *harness) runMode(mi int, m Mode, mr *ModeResult) error {
-	if err := h.startEnv(false); err != nil {
+	if err := h.startEnv(m, false); err != nil {
 		return err
 	}
 	defer h.stopEnv()
-	if err := h.warm(); err != nil {
+	if err := h.warm(m); err != nil {
 		return err
 	}
 	if !h.o.Smoke {
@@ -623,6 +665,9 @@ func (h *harness) measure(m Mode, t *target, d time.Duration, a *acc, id string)
 	// Every process of the run, so that CPU used by anything else on the
 	// machine (other jobs on a shared host) shows up as foreign load.
 	pids := []int{proxyPid, h.up.pid, h.loadgen.pid, os.Getpid()}
+	if h.redis != nil {
+		pids = append(pids, h.redis.pid)
+	}
 	for _, o := range h.targets {
 		if o.proxy != nil && o.proxy.pid != proxyPid {
 			pids = append(pids, o.proxy.pid)
@@ -786,23 +831,33 @@ func finish(m Mode, t *target, a *acc) *TargetResult {
 // gateway started with --pprof, saving a CPU and an allocation profile of
 // each, plus `go tool pprof -top` summaries when the go tool is at hand.
 func (h *harness) profile() error {
-	if err := h.startEnv(true); err != nil {
-		return err
-	}
 	defer h.stopEnv()
-	if err := h.warm(); err != nil {
-		return err
-	}
-	gw := h.targets[2]
 	dir := filepath.Join(h.o.Out, "profiles")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
+	meter := "none"
 	for _, m := range plan(h.o.Smoke) {
 		m.fill()
-		if m.Role != "closed-hi" && m.Role != "streams" && m.Role != "open-lo" {
+		switch m.Role {
+		case "closed-hi", "streams", "open-lo", "metered-sqlite", "metered-redis":
+		default:
 			continue
 		}
+		if !selected(h.o.Only, m) || feasible(m) != "" {
+			continue
+		}
+		// One gateway per store: the metered modes need their own.
+		if m.Meter != meter {
+			if err := h.startEnv(m, true); err != nil {
+				return err
+			}
+			if err := h.warm(m); err != nil {
+				return err
+			}
+			meter = m.Meter
+		}
+		gw := h.targets[2]
 		// Half the mode's duration in one piece, profiled but for its
 		// first and last half second.
 		d := max(m.Duration/2, time.Second)

@@ -165,7 +165,7 @@ type gen struct {
 var ctJSON = []string{"application/json"}
 
 // requestBody is a realistic chat request of about 1 KB; the upstream
-// reads max_tokens and bench_interval_us from it.
+// reads max_tokens and, for a stream, bench_interval_us from it.
 func requestBody(stream bool, tokens int, interval time.Duration) []byte {
 	var b bytes.Buffer
 	b.WriteString(`{"model":"` + benchModel + `","messages":[`)
@@ -178,7 +178,12 @@ func requestBody(stream bool, tokens int, interval time.Duration) []byte {
 		`Ask the carrier for the last scan location, whether a customs hold is recorded, and the new estimated arrival."},`)
 	b.WriteString(`{"role":"user","content":"Thanks. Draft a short, polite message to the carrier asking exactly that."}],`)
 	b.WriteString(`"temperature":0.2,"top_p":1,"user":"bench-user-0001",`)
-	fmt.Fprintf(&b, `"max_tokens":%d,"bench_interval_us":%d,`, max(tokens, 1), interval.Microseconds())
+	fmt.Fprintf(&b, `"max_tokens":%d,`, max(tokens, 1))
+	// Only streams need the pacing field; a unary body stays free of
+	// unknown controls, so that a budgeted (metered) key can price it.
+	if stream {
+		fmt.Fprintf(&b, `"bench_interval_us":%d,`, interval.Microseconds())
+	}
 	if stream {
 		b.WriteString(`"stream":true,"stream_options":{"include_usage":true}}`)
 	} else {

@@ -186,6 +186,7 @@ func checks(r *Report) []Check {
 					g.PerStreamKB, b.PerStreamKB, g.PeakOpen)})
 		}
 	}
+	out = append(out, meteredChecks(r)...)
 	for i := range out {
 		out[i].Pass = judge(out[i].Want, out[i].Value)
 	}
@@ -193,6 +194,31 @@ func checks(r *Report) []Check {
 }
 
 func kbMB(kb int64) float64 { return float64(kb) / 1024 }
+
+// meteredChecks are the targets of metered traffic (issue 14): closed-loop
+// throughput against the bare proxy per store, and the latency added at
+// 300 RPS against twice the bare proxy's.
+func meteredChecks(r *Report) []Check {
+	var out []Check
+	for _, c := range []struct{ role, want string }{
+		{"metered-sqlite", ">= 0.80"}, {"metered-memory", ">= 0.80"}, {"metered-redis", ">= 0.60"},
+	} {
+		if m := r.mode(c.role); m != nil {
+			g, b := m.Targets["gateway"], m.Targets["baseline"]
+			out = append(out, Check{Name: "metered closed-loop throughput vs baseline", Mode: m.Name, Want: c.want,
+				Value: ratio(g.RPS, b.RPS), Detail: fmt.Sprintf("gateway %.0f rps, baseline %.0f rps", g.RPS, b.RPS)})
+		}
+	}
+	for _, role := range []string{"metered-open-sqlite", "metered-open-redis"} {
+		if m := r.mode(role); m != nil {
+			d, g, b := m.Targets["direct"], m.Targets["gateway"], m.Targets["baseline"]
+			ga, ba := g.Latency.P50-d.Latency.P50, b.Latency.P50-d.Latency.P50
+			out = append(out, Check{Name: "metered added latency p50 vs baseline's", Mode: m.Name, Want: "<= 2.00",
+				Value: addedRatio(ga, ba), Detail: fmt.Sprintf("gateway +%.3f ms, baseline +%.3f ms over direct", ga, ba)})
+		}
+	}
+	return out
+}
 
 // row is one line of a mode's table.
 type row struct {
