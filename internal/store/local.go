@@ -50,60 +50,193 @@ type ledgerTx interface {
 	rollback()
 }
 
-// local is a Store over in-process buckets and a ledger.
+// local is a Store over in-process buckets and a ledger. Lock order: mu,
+// then the buckets' own lock.
 type local struct {
 	buckets limit.Buckets
-	mu      sync.Mutex // guards the ledger
+	mu      sync.Mutex // guards the ledger and closed
 	led     ledger
 	closed  bool
+	// group, when set, is the ledger's single committer: admissions and
+	// settlements that arrive together share one transaction (SQLite). A
+	// memory ledger has none: each call applies on its own.
+	group *committer
 }
 
 var errClosed = errors.New("store: closed")
 
 func newLocal(led ledger) *local { return &local{buckets: limit.NewMemory(), led: led} }
 
-// Admit implements Store. The bucket set holds its lock while the ledger
-// decides, so rate debits, the daily count and the spend hold are one
-// decision.
-func (s *local) Admit(ctx context.Context, a *Admission) (*Decision, error) {
+// op is one admission or settlement on its way through the ledger.
+type op struct {
+	a  *Admission
+	st *Settlement
+	d  *Decision
+	// taken: the admission's bucket debits are applied (refunded if its
+	// transaction does not commit).
+	taken bool
+	err   error
+	done  chan struct{}
+}
+
+func (o *op) now() time.Time {
+	if o.a != nil {
+		return o.a.Now
+	}
+	return o.st.Now
+}
+
+// Admit implements Store. Rate debits, the daily count and the spend hold
+// are one decision: the buckets are checked and debited while the ledger
+// decides, and the ledger's writes are committed before Admit returns.
+func (s *local) Admit(_ context.Context, a *Admission) (*Decision, error) {
+	o := &op{a: a}
+	s.do(o)
+	return o.d, o.err
+}
+
+// Settle implements Store. Either the whole settlement applies or (on an
+// error) none of it: the reservation then stays.
+func (s *local) Settle(_ context.Context, st *Settlement) error {
+	o := &op{st: st}
+	s.do(o)
+	return o.err
+}
+
+// do applies o: through the committer when there is one, else at once.
+func (s *local) do(o *op) {
+	if s.group != nil {
+		s.group.submit(o)
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.apply([]*op{o})
+}
+
+// apply runs ops in one transaction, in order; s.mu is held. When the
+// transaction fails, each op is retried alone, so that one bad op cannot
+// fail the others.
+func (s *local) apply(ops []*op) {
+	if s.closed {
+		for _, o := range ops {
+			o.err = errClosed
+		}
+		return
+	}
+	err := s.applyTx(ops)
+	if err == nil {
+		return
+	}
+	if len(ops) == 1 {
+		ops[0].err = err
+		return
+	}
+	for _, o := range ops {
+		o.d, o.err = nil, nil
+		if err := s.applyTx([]*op{o}); err != nil {
+			o.err = err
+		}
+	}
+}
+
+// applyTx decides and writes ops in one ledger transaction. On an error
+// nothing of it stays: the transaction rolls back and the bucket debits
+// taken in it are refunded.
+func (s *local) applyTx(ops []*op) (err error) {
+	// No deadline: a cancellable context costs the SQLite driver a
+	// goroutine per statement, and nothing here waits on another party
+	// (the process holds the file's lock; busy_timeout bounds the wait for
+	// it at open). What remains is local disk I/O, which no context stops.
+	tx, err := s.led.begin(context.Background())
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			tx.rollback()
+			s.refund(ops)
+		}
+	}()
+	var now time.Time
+	admissions := 0
+	for _, o := range ops {
+		if t := o.now(); t.After(now) {
+			now = t
+		}
+		if o.a != nil {
+			admissions++
+		}
+	}
+	if admissions > 0 {
+		if err := tx.reclaim(now.Unix(), reclaimBatch*admissions); err != nil {
+			return err
+		}
+	}
+	for _, o := range ops {
+		if o.a != nil {
+			err = s.admitTx(tx, o)
+		} else {
+			err = settleTx(tx, o.st)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if err := tx.commit(); err != nil {
+		return err
+	}
+	for _, o := range ops {
+		if o.st != nil {
+			for _, d := range o.st.Adjust {
+				s.buckets.Adjust(o.st.Now, d, d.Cost)
+			}
+		}
+	}
+	return nil
+}
+
+// refund returns the bucket debits of admissions whose transaction failed.
+func (s *local) refund(ops []*op) {
+	for _, o := range ops {
+		if !o.taken {
+			continue
+		}
+		o.taken, o.d = false, nil
+		for _, d := range o.a.Debits {
+			if d.Rate.Limited() {
+				s.buckets.Adjust(o.a.Now, d, -min(max(d.Cost, 0), d.Rate.Limit))
+			}
+		}
+	}
+}
+
+// admitTx decides one admission inside tx. A refusal writes nothing.
+func (s *local) admitTx(tx ledgerTx, o *op) error {
+	a := o.a
 	d := &Decision{Minute: Minute(a.Now), WindowStart: WindowStart(a.Now, a.WindowSecs)}
 	var err error
 	res := s.buckets.Take(a.Now, a.Debits, func() bool {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		if s.closed {
-			err = errClosed
-			return false
-		}
 		var ok bool
-		ok, err = s.decide(ctx, a, d)
+		ok, err = decide(tx, a, d)
 		return ok && err == nil
 	})
 	if err != nil {
-		return nil, err
+		return err
 	}
+	o.d = d
 	if res.Refused >= 0 {
 		d.Refused, d.Index, d.Snapshot, d.Wait = RefusedRate, res.Refused, res.Snapshot, res.Snapshot.Wait
-		return d, nil
+		return nil
 	}
+	o.taken = res.Committed
 	d.Snapshots = res.Snapshots
-	return d, nil
+	return nil
 }
 
-// decide runs the ledger part of an admission; false is a refusal (d says
-// which) or an error.
-func (s *local) decide(ctx context.Context, a *Admission, d *Decision) (bool, error) {
-	tx, err := s.led.begin(ctx)
-	if err != nil {
-		return false, err
-	}
-	defer tx.rollback()
-	now := a.Now.Unix()
-	if err := tx.reclaim(now, reclaimBatch); err != nil {
-		return false, err
-	}
-	// A refusal writes nothing but keeps what reclaim freed.
-	refuse := func() (bool, error) { return false, tx.commit() }
+// decide runs the ledger part of an admission in tx; false is a refusal
+// (d says which, and nothing was written) or an error.
+func decide(tx ledgerTx, a *Admission, d *Decision) (bool, error) {
 	reqs, _, oldest, err := tx.daily(a.Tenant, d.Minute-DailyMinutes)
 	if err != nil {
 		return false, err
@@ -116,12 +249,12 @@ func (s *local) decide(ctx context.Context, a *Admission, d *Decision) (bool, er
 			d.Wait = max(DailyExpiry(oldest).Sub(a.Now), time.Second)
 		}
 		d.Daily.Reset, d.Daily.Wait = d.Wait, d.Wait
-		return refuse()
+		return false, nil
 	}
 	d.Recorded = tx.retained() < a.MaxRetained
 	if !d.Recorded && a.Budgeted {
 		d.Refused = RefusedFull
-		return refuse()
+		return false, nil
 	}
 	reserved, settled, err := tx.window(a.Tenant, a.WindowSecs, d.WindowStart)
 	if err != nil {
@@ -137,9 +270,10 @@ func (s *local) decide(ctx context.Context, a *Admission, d *Decision) (bool, er
 			d.Refused = RefusedBudget
 			d.Wait = max(time.Unix(d.WindowStart+a.WindowSecs, 0).Sub(a.Now), time.Second)
 			d.Spent = spent
-			return refuse()
+			return false, nil
 		}
 	}
+	now := a.Now.Unix()
 	exp := now + int64(Retention/time.Second)
 	if a.Budgeted {
 		exp = max(exp, d.WindowStart+a.WindowSecs+int64(Retention/time.Second))
@@ -158,9 +292,6 @@ func (s *local) decide(ctx context.Context, a *Admission, d *Decision) (bool, er
 	if err := tx.addSpend(a.Tenant, a.WindowSecs, d.WindowStart, hold, 0); err != nil {
 		return false, err
 	}
-	if err := tx.commit(); err != nil {
-		return false, err
-	}
 	if reqs == 0 {
 		oldest = d.Minute
 	}
@@ -173,47 +304,24 @@ func (s *local) decide(ctx context.Context, a *Admission, d *Decision) (bool, er
 	return true, nil
 }
 
-// Settle implements Store. Either the whole settlement applies or (on an
-// error) none of it: the reservation then stays.
-func (s *local) Settle(ctx context.Context, st *Settlement) error {
-	err := func() error {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		if s.closed {
-			return errClosed
-		}
-		tx, err := s.led.begin(ctx)
-		if err != nil {
+// settleTx writes one settlement inside tx (its bucket corrections follow
+// the commit).
+func settleTx(tx ledgerTx, st *Settlement) error {
+	if st.ReservedDelta != 0 || st.SettledDelta != 0 {
+		if err := tx.addSpend(st.Tenant, st.WindowSecs, st.WindowStart, st.ReservedDelta, st.SettledDelta); err != nil {
 			return err
 		}
-		defer tx.rollback()
-		now := st.Now.Unix()
-		if st.ReservedDelta != 0 || st.SettledDelta != 0 {
-			if err := tx.addSpend(st.Tenant, st.WindowSecs, st.WindowStart, st.ReservedDelta, st.SettledDelta); err != nil {
-				return err
-			}
-		}
-		if st.TokenDelta != 0 {
-			if err := tx.addUsage(st.Tenant, st.Minute, 0, st.TokenDelta, Minute(st.Now)-DailyMinutes); err != nil {
-				return err
-			}
-		}
-		exp := int64(0)
-		if st.Final {
-			exp = now + int64(Retention/time.Second)
-		}
-		if err := tx.update(st, exp); err != nil {
+	}
+	if st.TokenDelta != 0 {
+		if err := tx.addUsage(st.Tenant, st.Minute, 0, st.TokenDelta, Minute(st.Now)-DailyMinutes); err != nil {
 			return err
 		}
-		return tx.commit()
-	}()
-	if err != nil {
-		return err
 	}
-	for _, d := range st.Adjust {
-		s.buckets.Adjust(st.Now, d, d.Cost)
+	exp := int64(0)
+	if st.Final {
+		exp = st.Now.Unix() + int64(Retention/time.Second)
 	}
-	return nil
+	return tx.update(st, exp)
 }
 
 // Penalize implements Store.
@@ -254,8 +362,11 @@ func (s *local) Usage(ctx context.Context, q UsageQuery) (*UsageReport, error) {
 	return r, nil
 }
 
-// Close implements Store.
+// Close implements Store. Operations already queued are applied first.
 func (s *local) Close() error {
+	if s.group != nil {
+		s.group.close()
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {

@@ -14,17 +14,26 @@ type windowKey struct {
 	secs, start int64
 }
 
-type memLedger struct {
-	records map[string]*record
-	expiry  expiryHeap
+// counters are the rolling-day minutes and spend windows in memory: all
+// of a memory ledger's, and the SQLite ledger's cache of its own tables.
+type counters struct {
 	minutes map[string]map[int64]*[2]int64 // tenant → minute → {requests, tokens}
 	windows map[windowKey]*[2]int64        // → {reserved, settled}
+}
+
+func newCounters() counters {
+	return counters{minutes: map[string]map[int64]*[2]int64{}, windows: map[windowKey]*[2]int64{}}
+}
+
+type memLedger struct {
+	counters
+	records map[string]*record
+	expiry  expiryHeap
 	sweeps  int
 }
 
 func newMemLedger() *memLedger {
-	return &memLedger{records: map[string]*record{}, minutes: map[string]map[int64]*[2]int64{},
-		windows: map[windowKey]*[2]int64{}}
+	return &memLedger{counters: newCounters(), records: map[string]*record{}}
 }
 
 func (m *memLedger) begin(context.Context) (ledgerTx, error) { return m, nil }
@@ -44,18 +53,24 @@ func (m *memLedger) reclaim(now int64, n int) error {
 	}
 	// Windows long over are dropped now and then.
 	if m.sweeps++; m.sweeps%4096 == 0 {
-		for k := range m.windows {
-			if k.start+k.secs+2*86400 < now {
-				delete(m.windows, k)
-			}
-		}
+		m.pruneWindows(now)
 	}
 	return nil
 }
 
+// pruneWindows drops windows over for two days (as the SQLite ledger's
+// pruning does).
+func (c *counters) pruneWindows(now int64) {
+	for k := range c.windows {
+		if k.start+k.secs+2*86400 < now {
+			delete(c.windows, k)
+		}
+	}
+}
+
 func (m *memLedger) retained() int { return len(m.records) }
 
-func (m *memLedger) daily(tenant string, from int64) (reqs, toks, oldest int64, err error) {
+func (m *counters) daily(tenant string, from int64) (reqs, toks, oldest int64, err error) {
 	for min, c := range m.minutes[tenant] {
 		if min <= from {
 			delete(m.minutes[tenant], min)
@@ -70,7 +85,7 @@ func (m *memLedger) daily(tenant string, from int64) (reqs, toks, oldest int64, 
 	return reqs, toks, oldest, nil
 }
 
-func (m *memLedger) window(tenant string, secs, start int64) (int64, int64, error) {
+func (m *counters) window(tenant string, secs, start int64) (int64, int64, error) {
 	if w := m.windows[windowKey{tenant, secs, start}]; w != nil {
 		return w[0], w[1], nil
 	}
@@ -83,7 +98,7 @@ func (m *memLedger) insert(r *record) error {
 	return nil
 }
 
-func (m *memLedger) addUsage(tenant string, minute, reqs, toks, floor int64) error {
+func (m *counters) addUsage(tenant string, minute, reqs, toks, floor int64) error {
 	if minute <= floor {
 		return nil
 	}
@@ -102,7 +117,7 @@ func (m *memLedger) addUsage(tenant string, minute, reqs, toks, floor int64) err
 	return nil
 }
 
-func (m *memLedger) addSpend(tenant string, secs, start, reserved, settled int64) error {
+func (m *counters) addSpend(tenant string, secs, start, reserved, settled int64) error {
 	k := windowKey{tenant, secs, start}
 	w := m.windows[k]
 	if w == nil {

@@ -5,9 +5,12 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"math"
 	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
+	"time"
 
 	_ "modernc.org/sqlite" // pure-Go driver "sqlite": no cgo in CI
 )
@@ -55,26 +58,27 @@ INSERT OR IGNORE INTO meta (k, v) VALUES ('schema', '1');
 `
 
 // The ledger's statements, prepared once at open (parsing SQL dominated
-// an admission).
+// an admission). Counters are written as absolute values: the ledger
+// keeps them in memory (see sqlLedger) and writes each changed one once
+// per transaction.
 const (
 	qReclaim      = `DELETE FROM attempts WHERE id IN (SELECT id FROM attempts WHERE expires_s <= ? LIMIT ?)`
+	qMinExpiry    = `SELECT MIN(expires_s) FROM attempts`
 	qPruneMinutes = `DELETE FROM usage_minutes WHERE (tenant, minute) IN
 		(SELECT tenant, minute FROM usage_minutes WHERE minute <= ? LIMIT ?)`
 	qPruneWindows = `DELETE FROM spend_windows WHERE (tenant, window_secs, window_start) IN
 		(SELECT tenant, window_secs, window_start FROM spend_windows WHERE window_start + window_secs + 172800 < ? LIMIT ?)`
-	qDaily = `SELECT COALESCE(SUM(requests), 0), COALESCE(SUM(tokens), 0), MIN(minute)
-		FROM usage_minutes WHERE tenant = ? AND minute > ?`
-	qWindow = `SELECT reserved_nano, settled_nano FROM spend_windows
+	qMinutes = `SELECT minute, requests, tokens FROM usage_minutes WHERE tenant = ? AND minute > ?`
+	qWindow  = `SELECT reserved_nano, settled_nano FROM spend_windows
 		WHERE tenant = ? AND window_secs = ? AND window_start = ?`
 	qInsert = `INSERT INTO attempts (id, tenant, provider, model, created_ms, minute, est_tokens, budgeted,
 		window_secs, window_start, held_nano, state, expires_s) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
-	qAddUsage = `INSERT INTO usage_minutes (tenant, minute, requests, tokens) VALUES (?, ?, ?, MAX(?, 0))
-		ON CONFLICT (tenant, minute) DO UPDATE SET requests = requests + excluded.requests,
-		tokens = MAX(tokens + ?, 0)`
-	qAddSpend = `INSERT INTO spend_windows (tenant, window_secs, window_start, reserved_nano, settled_nano)
-		VALUES (?, ?, ?, MAX(?, 0), MAX(?, 0))
+	qPutUsage = `INSERT INTO usage_minutes (tenant, minute, requests, tokens) VALUES (?, ?, ?, ?)
+		ON CONFLICT (tenant, minute) DO UPDATE SET requests = excluded.requests, tokens = excluded.tokens`
+	qPutSpend = `INSERT INTO spend_windows (tenant, window_secs, window_start, reserved_nano, settled_nano)
+		VALUES (?, ?, ?, ?, ?)
 		ON CONFLICT (tenant, window_secs, window_start) DO UPDATE SET
-		reserved_nano = MAX(reserved_nano + ?, 0), settled_nano = MAX(settled_nano + ?, 0)`
+		reserved_nano = excluded.reserved_nano, settled_nano = excluded.settled_nano`
 	qUpdate = `UPDATE attempts SET state = ?, held_nano = ?, cost_nano = ?,
 		input_tokens = COALESCE(?, input_tokens), output_tokens = COALESCE(?, output_tokens),
 		cache_read_tokens = COALESCE(?, cache_read_tokens), cache_write_tokens = COALESCE(?, cache_write_tokens),
@@ -83,24 +87,36 @@ const (
 		WHERE id = ?`
 )
 
-var statements = []string{qReclaim, qPruneMinutes, qPruneWindows, qDaily, qWindow, qInsert, qAddUsage, qAddSpend, qUpdate}
+var statements = []string{qReclaim, qMinExpiry, qPruneMinutes, qPruneWindows, qMinutes, qWindow, qInsert,
+	qPutUsage, qPutSpend, qUpdate}
 
-// DSN is the connection string of a SQLite file: WAL journal, a busy
-// timeout, NORMAL sync (durable at checkpoints, never corrupt), and write
-// transactions that take the lock at BEGIN.
-func DSN(path string) string {
+// DSN is the connection string of a SQLite file: exclusive locking (the
+// process owns the file: it takes the lock once and keeps it, so WAL needs
+// no shared-memory index and a transaction no lock syscalls — they were
+// most of a commit's cost — and a second process is refused instead of
+// double-counting), WAL journal, a busy timeout, NORMAL sync (a committed
+// transaction survives the process being killed; an OS crash may lose the
+// last ones, never corrupt the file), and write transactions that take the
+// lock at BEGIN. The busy timeout comes first (journal_mode already
+// needs the lock), locking_mode before journal_mode.
+func DSN(path string) string { return dsn(path, 5*time.Second) }
+
+func dsn(path string, busy time.Duration) string {
 	return "file:" + (&url.URL{Path: path}).EscapedPath() +
-		"?_pragma=journal_mode(WAL)&_pragma=busy_timeout(5000)&_pragma=synchronous(NORMAL)&_txlock=immediate"
+		"?_pragma=busy_timeout(" + strconv.FormatInt(busy.Milliseconds(), 10) + ")" +
+		"&_pragma=locking_mode(EXCLUSIVE)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_txlock=immediate"
 }
 
 // OpenSQLite opens (creating it and its directory) the SQLite store at path.
 // One process should own a file: the rate buckets and the retained-record
 // count live in that process.
-func OpenSQLite(path string) (Store, error) {
+func OpenSQLite(path string) (Store, error) { return openSQLite(path, 5*time.Second) }
+
+func openSQLite(path string, busy time.Duration) (Store, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return nil, fmt.Errorf("store: %w", err)
 	}
-	db, err := sql.Open("sqlite", DSN(path))
+	db, err := sql.Open("sqlite", dsn(path, busy))
 	if err != nil {
 		return nil, fmt.Errorf("store: open %s: %w", path, err)
 	}
@@ -110,9 +126,11 @@ func OpenSQLite(path string) (Store, error) {
 	ctx := context.Background()
 	if _, err := db.ExecContext(ctx, schema); err != nil {
 		db.Close()
-		return nil, fmt.Errorf("store: init %s: %w", path, err)
+		return nil, fmt.Errorf("store: init %s (is another switchboard process using this file? "+
+			"each process needs its own store.path, or redis.url for a fleet): %w", path, err)
 	}
 	l := &sqlLedger{db: db, stmts: map[string]*sql.Stmt{}}
+	l.forget()
 	if err := db.QueryRowContext(ctx, `SELECT COUNT(*) FROM attempts`).Scan(&l.count); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("store: %w", err)
@@ -126,9 +144,18 @@ func OpenSQLite(path string) (Store, error) {
 		}
 		l.stmts[q] = st
 	}
-	return newLocal(l), nil
+	s := newLocal(l)
+	s.group = newCommitter(s)
+	return s, nil
 }
 
+// sqlLedger is the SQLite ledger. The process owns the file, so the
+// counters it decides on (each tenant's minutes, each spend window) are
+// read from the file once and then kept in memory, written through: a
+// transaction changes the cached values and, at commit, writes each
+// changed counter once (one row per tenant-minute and window, however many
+// admissions the transaction holds). A rollback forgets the cache, which
+// is read again from the file.
 type sqlLedger struct {
 	db    *sql.DB
 	count int // attempt records; kept in step with commits
@@ -136,6 +163,25 @@ type sqlLedger struct {
 	stmts map[string]*sql.Stmt
 	// sweeps counts reclaims; counters are pruned on every 64th.
 	sweeps int
+
+	cache  counters
+	loaded map[string]bool // tenants whose minutes are in cache
+	// minExpiry: no record expires before it (0: unknown), so that reclaim
+	// runs a query only when something may have expired.
+	minExpiry int64
+	dirtyMin  map[minuteKey]struct{}
+	dirtyWin  map[windowKey]struct{}
+}
+
+type minuteKey struct {
+	tenant string
+	minute int64
+}
+
+// forget drops the cache (after a rollback, and at open).
+func (l *sqlLedger) forget() {
+	l.cache, l.loaded, l.minExpiry = newCounters(), map[string]bool{}, 0
+	l.dirtyMin, l.dirtyWin = map[minuteKey]struct{}{}, map[windowKey]struct{}{}
 }
 
 // stmt returns the prepared statement of q.
@@ -146,12 +192,10 @@ func (l *sqlLedger) stmt(q string) (*sql.Stmt, error) {
 	return nil, fmt.Errorf("store: statement not prepared: %.40s", q)
 }
 
+// begin starts a transaction; the SQL one begins at its first statement,
+// so a read served from the cache touches no file.
 func (l *sqlLedger) begin(ctx context.Context) (ledgerTx, error) {
-	tx, err := l.db.BeginTx(ctx, nil)
-	if err != nil {
-		return nil, err
-	}
-	return &sqlTx{l: l, tx: tx, ctx: ctx}, nil
+	return &sqlTx{l: l, ctx: ctx}, nil
 }
 
 func (l *sqlLedger) close() error { return l.db.Close() }
@@ -161,7 +205,20 @@ type sqlTx struct {
 	tx    *sql.Tx
 	ctx   context.Context
 	delta int
+	// wrote: the cache or the file changed, so a rollback must forget.
+	wrote bool
 	done  bool
+}
+
+func (t *sqlTx) sqlTx() (*sql.Tx, error) {
+	if t.tx == nil {
+		tx, err := t.l.db.BeginTx(t.ctx, nil)
+		if err != nil {
+			return nil, err
+		}
+		t.tx = tx
+	}
+	return t.tx, nil
 }
 
 func (t *sqlTx) exec(q string, args ...any) (sql.Result, error) {
@@ -169,65 +226,165 @@ func (t *sqlTx) exec(q string, args ...any) (sql.Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	return t.tx.StmtContext(t.ctx, st).ExecContext(t.ctx, args...)
+	tx, err := t.sqlTx()
+	if err != nil {
+		return nil, err
+	}
+	t.wrote = true
+	return tx.StmtContext(t.ctx, st).ExecContext(t.ctx, args...)
 }
 
-func (t *sqlTx) queryRow(q string, args ...any) *sql.Row {
+func (t *sqlTx) query(q string, args ...any) (*sql.Rows, error) {
 	st, err := t.l.stmt(q)
 	if err != nil {
-		return t.tx.QueryRowContext(t.ctx, q, args...) // runs unprepared
+		return nil, err
 	}
-	return t.tx.StmtContext(t.ctx, st).QueryRowContext(t.ctx, args...)
+	tx, err := t.sqlTx()
+	if err != nil {
+		return nil, err
+	}
+	return tx.StmtContext(t.ctx, st).QueryContext(t.ctx, args...)
 }
 
-func (t *sqlTx) commit() error {
-	if err := t.tx.Commit(); err != nil {
+// scanRow runs a one-row query into dest (sql.ErrNoRows when none).
+func (t *sqlTx) scanRow(q string, args []any, dest ...any) error {
+	st, err := t.l.stmt(q)
+	if err != nil {
 		return err
 	}
+	tx, err := t.sqlTx()
+	if err != nil {
+		return err
+	}
+	return tx.StmtContext(t.ctx, st).QueryRowContext(t.ctx, args...).Scan(dest...)
+}
+
+// commit writes the changed counters, then commits.
+func (t *sqlTx) commit() error {
+	l := t.l
+	for k := range l.dirtyMin {
+		if c := l.cache.minutes[k.tenant][k.minute]; c != nil {
+			if _, err := t.exec(qPutUsage, k.tenant, k.minute, c[0], c[1]); err != nil {
+				return err
+			}
+		}
+	}
+	for k := range l.dirtyWin {
+		if w := l.cache.windows[k]; w != nil {
+			if _, err := t.exec(qPutSpend, k.tenant, k.secs, k.start, w[0], w[1]); err != nil {
+				return err
+			}
+		}
+	}
+	if t.tx != nil {
+		if err := t.tx.Commit(); err != nil {
+			return err
+		}
+	}
 	t.done = true
-	t.l.count += t.delta
+	clear(l.dirtyMin)
+	clear(l.dirtyWin)
+	l.count += t.delta
 	return nil
 }
 
 func (t *sqlTx) rollback() {
-	if !t.done {
-		t.done = true
+	if t.done {
+		return
+	}
+	t.done = true
+	if t.tx != nil {
 		_ = t.tx.Rollback()
+	}
+	if t.wrote {
+		t.l.forget()
 	}
 }
 
 func (t *sqlTx) reclaim(now int64, n int) error {
+	l := t.l
+	if l.sweeps++; l.sweeps%64 == 0 {
+		// Now and then, counters past any window they could count in.
+		if _, err := t.exec(qPruneMinutes, now/60-DailyMinutes-1, 64*n); err != nil {
+			return err
+		}
+		if _, err := t.exec(qPruneWindows, now, 64*n); err != nil {
+			return err
+		}
+		l.cache.pruneWindows(now)
+	}
+	if l.minExpiry > now {
+		return nil
+	}
 	res, err := t.exec(qReclaim, now, n)
 	if err != nil {
 		return err
 	}
 	k, _ := res.RowsAffected()
 	t.delta -= int(k)
-	if t.l.sweeps++; t.l.sweeps%64 != 0 {
-		return nil
+	if int(k) < n {
+		var m sql.NullInt64
+		if err := t.scanRow(qMinExpiry, nil, &m); err != nil {
+			return err
+		}
+		l.minExpiry = math.MaxInt64
+		if m.Valid {
+			l.minExpiry = m.Int64
+		}
 	}
-	// Now and then, counters past any window they could count in.
-	if _, err := t.exec(qPruneMinutes, now/60-DailyMinutes-1, 64*n); err != nil {
-		return err
-	}
-	_, err = t.exec(qPruneWindows, now, 64*n)
-	return err
+	return nil
 }
 
 func (t *sqlTx) retained() int { return t.l.count + t.delta }
 
+// load reads a tenant's minutes after from into the cache, once.
+func (t *sqlTx) load(tenant string, from int64) error {
+	l := t.l
+	if l.loaded[tenant] {
+		return nil
+	}
+	rows, err := t.query(qMinutes, tenant, from)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	m := map[int64]*[2]int64{}
+	for rows.Next() {
+		var min, r, k int64
+		if err := rows.Scan(&min, &r, &k); err != nil {
+			return err
+		}
+		m[min] = &[2]int64{r, k}
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	l.cache.minutes[tenant] = m
+	l.loaded[tenant] = true
+	return nil
+}
+
 func (t *sqlTx) daily(tenant string, from int64) (reqs, toks, oldest int64, err error) {
-	var o sql.NullInt64
-	err = t.queryRow(qDaily, tenant, from).Scan(&reqs, &toks, &o)
-	return reqs, toks, o.Int64, err
+	if err := t.load(tenant, from); err != nil {
+		return 0, 0, 0, err
+	}
+	return t.l.cache.daily(tenant, from)
 }
 
 func (t *sqlTx) window(tenant string, secs, start int64) (reserved, settled int64, err error) {
-	err = t.queryRow(qWindow, tenant, secs, start).Scan(&reserved, &settled)
-	if errors.Is(err, sql.ErrNoRows) {
-		return 0, 0, nil
+	k := windowKey{tenant, secs, start}
+	if w := t.l.cache.windows[k]; w != nil {
+		return w[0], w[1], nil
 	}
-	return reserved, settled, err
+	err = t.scanRow(qWindow, []any{tenant, secs, start}, &reserved, &settled)
+	if errors.Is(err, sql.ErrNoRows) {
+		reserved, settled, err = 0, 0, nil
+	}
+	if err != nil {
+		return 0, 0, err
+	}
+	t.l.cache.windows[k] = &[2]int64{reserved, settled}
+	return reserved, settled, nil
 }
 
 func (t *sqlTx) insert(r *record) error {
@@ -240,6 +397,7 @@ func (t *sqlTx) insert(r *record) error {
 		r.WindowSecs, r.WindowStart, r.Held, r.State, r.Expires)
 	if err == nil {
 		t.delta++
+		t.l.minExpiry = min(t.l.minExpiry, r.Expires)
 	}
 	return err
 }
@@ -248,14 +406,23 @@ func (t *sqlTx) addUsage(tenant string, minute, reqs, toks, floor int64) error {
 	if minute <= floor {
 		return nil
 	}
-	_, err := t.exec(qAddUsage, tenant, minute, reqs, toks, toks)
-	return err
+	if err := t.load(tenant, floor); err != nil {
+		return err
+	}
+	t.wrote = true
+	_ = t.l.cache.addUsage(tenant, minute, reqs, toks, floor)
+	t.l.dirtyMin[minuteKey{tenant, minute}] = struct{}{}
+	return nil
 }
 
 func (t *sqlTx) addSpend(tenant string, secs, start, reserved, settled int64) error {
-	_, err := t.exec(qAddSpend,
-		tenant, secs, start, reserved, settled, reserved, settled)
-	return err
+	if _, _, err := t.window(tenant, secs, start); err != nil {
+		return err
+	}
+	t.wrote = true
+	_ = t.l.cache.addSpend(tenant, secs, start, reserved, settled)
+	t.l.dirtyWin[windowKey{tenant, secs, start}] = struct{}{}
+	return nil
 }
 
 func (t *sqlTx) update(s *Settlement, expires int64) error {
@@ -264,6 +431,9 @@ func (t *sqlTx) update(s *Settlement, expires int64) error {
 		in, out, cr, cw, rs = nz(tk.Input), nz(tk.Output), nz(tk.CacheRead), nz(tk.CacheWrite), nz(tk.Reasoning)
 	}
 	_, err := t.exec(qUpdate, s.State, s.Held, s.Cost, in, out, cr, cw, rs, expires, expires, s.ID)
+	if err == nil && expires > 0 {
+		t.l.minExpiry = min(t.l.minExpiry, expires)
+	}
 	return err
 }
 

@@ -3,6 +3,7 @@ package store
 import (
 	"fmt"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -10,41 +11,63 @@ import (
 )
 
 // BenchmarkAdmit is one admission decision with six buckets, a daily
-// limit and a budget hold, and its settlement.
+// limit and a budget hold, and its settlement. "serial" is one caller;
+// "parallel" is 16 callers (GOMAXPROCS×8 here), as a busy gateway would
+// be, so it shows what group commit shares between concurrent callers.
 func BenchmarkAdmit(b *testing.B) {
 	for _, name := range []string{"memory", "sqlite"} {
-		b.Run(name, func(b *testing.B) {
-			var s Store = NewMemory()
-			if name == "sqlite" {
-				var err error
-				if s, err = OpenSQLite(filepath.Join(b.TempDir(), "b.db")); err != nil {
-					b.Fatal(err)
+		for _, par := range []bool{false, true} {
+			b.Run(fmt.Sprintf("%s/parallel=%v", name, par), func(b *testing.B) {
+				var s Store = NewMemory()
+				if name == "sqlite" {
+					var err error
+					if s, err = OpenSQLite(filepath.Join(b.TempDir(), "b.db")); err != nil {
+						b.Fatal(err)
+					}
 				}
-			}
-			defer s.Close()
-			r := limit.Rate{Limit: 1 << 40, Window: time.Minute}
-			ds := []limit.Debit{{Key: "g:rpm", Rate: r, Cost: 1}, {Key: "g:tpm", Rate: r, Cost: 900},
-				{Key: "p:x:rpm", Group: "p:x", Rate: r, Cost: 1}, {Key: "p:x:tpm", Group: "p:x", Rate: r, Cost: 900},
-				{Key: "t:a:rpm", Rate: r, Cost: 1}, {Key: "t:a:tpm", Rate: r, Cost: 900}}
-			now := t0
-			b.ReportAllocs()
-			i := 0
-			for b.Loop() {
-				i++
-				now = now.Add(time.Millisecond)
-				a := &Admission{Now: now, ID: fmt.Sprint(i), Tenant: "a", Provider: "x", Model: "m", Debits: ds,
-					DailyLimit: 1 << 40, EstTokens: 900, WindowSecs: 86400, Budgeted: true, Budget: 1 << 50, Hold: 1000,
-					MaxRetained: 1 << 30}
-				d, err := s.Admit(ctx, a)
-				if err != nil || d.Refused != Admitted {
-					b.Fatal(err, d)
+				defer s.Close()
+				r := limit.Rate{Limit: 1 << 40, Window: time.Minute}
+				ds := []limit.Debit{{Key: "g:rpm", Rate: r, Cost: 1}, {Key: "g:tpm", Rate: r, Cost: 900},
+					{Key: "p:x:rpm", Group: "p:x", Rate: r, Cost: 1}, {Key: "p:x:tpm", Group: "p:x", Rate: r, Cost: 900},
+					{Key: "t:a:rpm", Rate: r, Cost: 1}, {Key: "t:a:tpm", Rate: r, Cost: 900}}
+				var seq atomic.Int64
+				one := func() bool {
+					i := seq.Add(1)
+					now := t0.Add(time.Duration(i) * time.Millisecond)
+					a := &Admission{Now: now, ID: fmt.Sprint(i), Tenant: "a", Provider: "x", Model: "m", Debits: ds,
+						DailyLimit: 1 << 40, EstTokens: 900, WindowSecs: 86400, Budgeted: true, Budget: 1 << 50, Hold: 1000,
+						MaxRetained: 1 << 30}
+					d, err := s.Admit(ctx, a)
+					if err != nil || d.Refused != Admitted {
+						b.Error(err, d)
+						return false
+					}
+					if err := s.Settle(ctx, &Settlement{Now: now, ID: a.ID, Tenant: "a", Minute: d.Minute, WindowSecs: 86400,
+						WindowStart: d.WindowStart, ReservedDelta: -1000, SettledDelta: 500, TokenDelta: -100,
+						State: StateSettled, Final: true}); err != nil {
+						b.Error(err)
+						return false
+					}
+					return true
 				}
-				if err := s.Settle(ctx, &Settlement{Now: now, ID: a.ID, Tenant: "a", Minute: d.Minute, WindowSecs: 86400,
-					WindowStart: d.WindowStart, ReservedDelta: -1000, SettledDelta: 500, TokenDelta: -100,
-					State: StateSettled, Final: true}); err != nil {
-					b.Fatal(err)
+				b.ReportAllocs()
+				if !par {
+					for b.Loop() {
+						if !one() {
+							return
+						}
+					}
+					return
 				}
-			}
-		})
+				b.SetParallelism(8)
+				b.RunParallel(func(pb *testing.PB) {
+					for pb.Next() && one() {
+					}
+				})
+				if l, ok := s.(*local); ok && l.group != nil && l.group.txs.Load() > 0 {
+					b.ReportMetric(float64(l.group.ops.Load())/float64(l.group.txs.Load()), "ops/commit")
+				}
+			})
+		}
 	}
 }
