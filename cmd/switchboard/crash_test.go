@@ -1,0 +1,227 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	_ "modernc.org/sqlite"
+)
+
+// TestMain lets a test start this binary as the real gateway process:
+// with SWITCHBOARD_TEST_SERVE=1 it runs the command line it was given.
+func TestMain(m *testing.M) {
+	if os.Getenv("SWITCHBOARD_TEST_SERVE") == "1" {
+		os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+	}
+	os.Exit(m.Run())
+}
+
+// gatewayProc is the gateway running as its own process.
+type gatewayProc struct {
+	cmd  *exec.Cmd
+	addr string
+	out  *bytes.Buffer
+}
+
+func startGateway(t *testing.T, cfg string) *gatewayProc {
+	t.Helper()
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	g := &gatewayProc{addr: addr, out: &bytes.Buffer{}}
+	g.cmd = exec.Command(self, "serve", "--config", cfg, "--listen", addr)
+	g.cmd.Env = append(os.Environ(), "SWITCHBOARD_TEST_SERVE=1")
+	g.cmd.Stdout, g.cmd.Stderr = g.out, g.out
+	g.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := g.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = g.cmd.Process.Kill(); _ = g.cmd.Wait() })
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		resp, err := http.Get("http://" + addr + "/health")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				return g
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("gateway not healthy in 20 s:\n%s", g.out.String())
+	return nil
+}
+
+// A gateway process killed with SIGKILL in the middle of a burst of
+// metered requests loses no debit: after it is restarted on the same
+// SQLite file, every request that reached the provider (and so every
+// request that was answered) has its attempt record and its count in the
+// ledger, and every answered request's cost is in the budget window
+// (settled, or still held). Group commit releases a caller only once its
+// admission is committed; this is what would catch an admission
+// acknowledged before it was durable.
+func TestSIGKILLDuringBurstLosesNoDebit(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the gateway as a process")
+	}
+	var sent atomic.Int64
+	const answer = `{"id":"chatcmpl-1","object":"chat.completion","created":1,"model":"up-model",` +
+		`"choices":[{"index":0,"message":{"role":"assistant","content":"ok"},"finish_reason":"stop"}],` +
+		`"usage":{"prompt_tokens":10,"completion_tokens":5,"total_tokens":15}}`
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		sent.Add(1)
+		_, _ = io.Copy(io.Discard, r.Body)
+		time.Sleep(time.Millisecond) // a few requests are always in flight
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, answer)
+	}))
+	defer up.Close()
+
+	dir := t.TempDir()
+	db := filepath.Join(dir, "ledger.db")
+	const key = "sk-crash-test-tenant"
+	keys, _ := json.Marshal(map[string]any{key: map[string]any{"tenant": "acme", "rpm": 1_000_000, "tpm": 1_000_000_000,
+		"daily_requests": 1_000_000, "budget_usd": 1000}})
+	if err := os.WriteFile(filepath.Join(dir, "keys.json"), keys, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := filepath.Join(dir, "c.yaml")
+	// input 1 USD and output 2 USD per million: an answer of 10 + 5
+	// tokens costs 20,000 nano-USD.
+	if err := os.WriteFile(cfg, []byte(fmt.Sprintf(`providers:
+  up:
+    type: openai
+    base_url: %s/v1
+    api_key: sk-up
+models:
+  - name: m
+    providers: [{provider: up, model: up-model}]
+pricing:
+  up:
+    up-model: {input: 1, output: 2, context: 8192, max_output: 1024}
+auth:
+  keys_file: %s
+store:
+  backend: sqlite
+  path: %s
+logging:
+  level: warn
+`, up.URL, filepath.Join(dir, "keys.json"), db)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	const cost = 20_000
+
+	g := startGateway(t, cfg)
+	body := []byte(`{"model":"m","max_tokens":16,"messages":[{"role":"user","content":"hello"}]}`)
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}, Timeout: 10 * time.Second}
+	var answered atomic.Int64
+	ctx, stop := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	for range 32 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ctx.Err() == nil {
+				req, _ := http.NewRequestWithContext(ctx, "POST", "http://"+g.addr+"/v1/chat/completions", bytes.NewReader(body))
+				req.Header.Set("Authorization", "Bearer "+key)
+				req.Header.Set("Content-Type", "application/json")
+				resp, err := client.Do(req)
+				if err != nil {
+					continue // the kill cuts requests in flight
+				}
+				b, err := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if err == nil && resp.StatusCode == 200 {
+					answered.Add(1)
+				} else if err == nil {
+					t.Errorf("status %d: %s", resp.StatusCode, b)
+					return
+				}
+			}
+		}()
+	}
+	// Kill once the burst is well under way.
+	deadline := time.Now().Add(20 * time.Second)
+	for answered.Load() < 300 && time.Now().Before(deadline) && !t.Failed() {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if err := g.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = g.cmd.Wait()
+	stop()
+	wg.Wait()
+	time.Sleep(20 * time.Millisecond) // upstream handlers counted at arrival; let stragglers finish
+	nAnswered, nSent := answered.Load(), sent.Load()
+	if nAnswered < 300 {
+		t.Fatalf("only %d requests answered before the kill:\n%s", nAnswered, g.out.String())
+	}
+
+	// The file as the killed process left it.
+	conn, err := sql.Open("sqlite", "file:"+db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var records, counted int64
+	if err := conn.QueryRow(`SELECT COUNT(*) FROM attempts WHERE tenant = 'acme'`).Scan(&records); err != nil {
+		t.Fatal(err)
+	}
+	if err := conn.QueryRow(`SELECT COALESCE(SUM(requests), 0) FROM usage_minutes WHERE tenant = 'acme'`).Scan(&counted); err != nil {
+		t.Fatal(err)
+	}
+	conn.Close()
+	t.Logf("answered %d, sent upstream %d, attempt records %d, counted %d", nAnswered, nSent, records, counted)
+	if records < nSent || counted < nSent {
+		t.Errorf("the ledger lost debits: %d requests reached the provider (%d answered) but the file holds %d attempt records and counts %d",
+			nSent, nAnswered, records, counted)
+	}
+
+	// The restarted gateway reads the same ledger.
+	g2 := startGateway(t, cfg)
+	req, _ := http.NewRequest("GET", "http://"+g2.addr+"/v1/usage", nil)
+	req.Header.Set("Authorization", "Bearer "+key)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var u struct {
+		RequestsToday int64 `json:"requests_today"`
+		Spend         struct {
+			Reserved int64 `json:"reserved_nano_usd"`
+			Settled  int64 `json:"settled_nano_usd"`
+		} `json:"spend"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&u); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("usage: %d %v", resp.StatusCode, err)
+	}
+	if u.RequestsToday < nSent {
+		t.Errorf("after restart: %d requests today, but %d reached the provider", u.RequestsToday, nSent)
+	}
+	if spent := u.Spend.Reserved + u.Spend.Settled; spent < nAnswered*cost {
+		t.Errorf("after restart: %d nano-USD reserved + settled, less than the %d answered requests cost (%d)",
+			spent, nAnswered, nAnswered*cost)
+	}
+}
