@@ -155,6 +155,16 @@ func (c *Controller) Usage(ctx context.Context, id *tenant.Identity) (*UsageView
 	return v, nil
 }
 
+// Tenants lists the configured tenants (one identity each, sorted by
+// name), for the operator's views of every tenant's spend.
+func (c *Controller) Tenants() []*tenant.Identity {
+	s := c.snap.Load()
+	if s == nil {
+		return nil
+	}
+	return s.keys.Tenants()
+}
+
 // CostUSD prices a response's usage for usage.cost_usd: the provider's
 // bill when reported, else the catalog's price; nil (never 0) when the
 // model's price is unknown.

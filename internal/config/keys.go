@@ -21,6 +21,14 @@ import (
 // amount stays an exact integer in any backend (Lua numbers included).
 const MaxBudgetUSD = 9007199.254740992
 
+// Roles of a gateway key: a tenant sees its own usage and the model
+// names; an admin sees the whole gateway (providers, traffic, every
+// tenant's spend, /metrics).
+const (
+	RoleTenant = "tenant"
+	RoleAdmin  = "admin"
+)
+
 // Limits of the per-key fields.
 const (
 	maxTier         = 1000
@@ -30,7 +38,7 @@ const (
 )
 
 // keySpecFields lists the keys file's fields for "unknown field" hints.
-var keySpecFields = []string{"tenant", "tier", "rpm", "tpm", "daily_requests", "budget_usd", "budget_window_secs", "budget_allow_unpriced"}
+var keySpecFields = []string{"tenant", "tier", "rpm", "tpm", "daily_requests", "budget_usd", "budget_window_secs", "budget_allow_unpriced", "role"}
 
 // KeyDigest returns the SHA-256 of a gateway key as stored: the digest of a
 // plaintext key, or the decoded digest of "sha256:<64 hex>".
@@ -97,6 +105,9 @@ func checkKeySpec(k *KeySpec, report func(field, format string, args ...any)) {
 		if v != nil && (*v < 0 || *v > hi) {
 			report(field, "must be between 0 and %d, got %d", hi, *v)
 		}
+	}
+	if k.Role != "" && k.Role != RoleTenant && k.Role != RoleAdmin {
+		report("role", "must be %q or %q, got %q", RoleTenant, RoleAdmin, k.Role)
 	}
 	if k.Tier < 0 || k.Tier > maxTier {
 		report("tier", "must be between 0 and %d, got %d", maxTier, k.Tier)

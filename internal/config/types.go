@@ -240,7 +240,8 @@ type Auth struct {
 	// Token, when set, is required on every /v1 request (Bearer or x-api-key).
 	// It is a single anonymous identity without limits of its own.
 	Token string `yaml:"token"`
-	// MetricsToken, when set, is required on /metrics only.
+	// MetricsToken, when set, opens /metrics (as does an admin key; with
+	// any auth configured, /metrics needs one of the two).
 	MetricsToken string `yaml:"metrics_token"`
 	// KeysFile is a JSON file mapping gateway keys to identities, read (and
 	// re-read on every reload) by Load; a relative path is relative to the
@@ -271,6 +272,10 @@ type KeySpec struct {
 	Tenant string `yaml:"tenant" json:"tenant"`
 	// Tier is informational (logs, metrics). Range 0..1000.
 	Tier int `yaml:"tier" json:"tier"`
+	// Role is "tenant" (default: sees its own usage and the model names)
+	// or "admin" (also sees providers, traffic, every tenant's spend and
+	// /metrics). It may differ between keys of one tenant.
+	Role string `yaml:"role" json:"role"`
 	// RPM, TPM: per-minute request and token buckets. Ranges 0..1e9, 0..1e12.
 	RPM *int64 `yaml:"rpm" json:"rpm"`
 	TPM *int64 `yaml:"tpm" json:"tpm"`

@@ -201,7 +201,7 @@ func TestBudgetHoldsUnderConcurrency(t *testing.T) {
 }
 
 func TestUnpriceableUnderBudget(t *testing.T) {
-	yaml := mockYAML("m", "a") + "auth:\n  keys:\n    k: {tenant: acme, budget_usd: 5}\n    lax: {tenant: lax, budget_usd: 5, budget_allow_unpriced: true}\n"
+	yaml := mockYAML("m", "a") + "auth:\n  keys:\n    k: {tenant: acme, budget_usd: 5}\n    lax: {tenant: lax, budget_usd: 5, budget_allow_unpriced: true}\n    ops: {tenant: ops, role: admin}\n"
 	g := startGateway(t, yaml)
 	a := g.post("/v1/chat/completions", chatBody, "x-api-key", "k")
 	if a.Status != 400 || gjson.Get(a.Body, "error.code").String() != "unpriceable_under_budget" || gjson.Get(a.Body, "error.param").String() != "model" {
@@ -213,7 +213,7 @@ func TestUnpriceableUnderBudget(t *testing.T) {
 	if a := g.post("/v1/chat/completions", chatBody, "x-api-key", "lax"); a.Status != 200 {
 		t.Fatalf("allow_unpriced: %d %s", a.Status, a.Body)
 	}
-	if m := g.get("/metrics"); !strings.Contains(m.Body, `switchboard_unpriced_under_cap_total{model="a-model",provider="a"} 1`) {
+	if m := g.get("/metrics", "x-api-key", "ops"); !strings.Contains(m.Body, `switchboard_unpriced_under_cap_total{model="a-model",provider="a"} 1`) {
 		t.Fatalf("unpriced counter:\n%s", grep(m.Body, "unpriced"))
 	}
 }

@@ -1,10 +1,14 @@
 package server
 
 import (
+	"context"
 	"embed"
+	"encoding/json"
 	"net/http"
 
 	"switchboard/internal/route"
+	"switchboard/internal/spend"
+	"switchboard/internal/tenant"
 )
 
 //go:embed dashboard/index.html
@@ -49,15 +53,44 @@ type dashProvider struct {
 
 type dashModel struct {
 	Name         string         `json:"name"`
-	Active       string         `json:"active"`
+	Active       string         `json:"active,omitempty"`
 	RequestCount int64          `json:"request_count"`
 	Providers    []dashProvider `json:"providers"`
 }
 
+// dashTenant is one tenant's spend in its current budget window.
+type dashTenant struct {
+	Tenant        string       `json:"tenant"`
+	SpentUSD      json.Number  `json:"spent_usd"` // reserved + settled
+	BudgetUSD     *json.Number `json:"budget_usd"`
+	WindowEnd     int64        `json:"window_end"`
+	RequestsToday int64        `json:"requests_today"`
+}
+
+// maxDashTenants bounds the per-tenant spend table (one store read each,
+// every poll).
+const maxDashTenants = 100
+
 // handleDashboardData serves the dashboard's JSON (behind auth when on).
+// Admins (everyone when auth is off) get providers, traffic and every
+// tenant's spend against its budget; a tenant gets the model names and
+// its own usage.
 func (s *Server) handleDashboardData(w http.ResponseWriter, r *http.Request) {
-	snap, _ := s.entry(w, r)
+	snap, id := s.entry(w, r)
 	if snap == nil {
+		return
+	}
+	now := s.Clock.Now().UnixMilli()
+	if !tenant.Operator(id) {
+		models := make([]dashModel, 0, len(snap.Config.Models))
+		for _, rt := range snap.Routes.Routes() {
+			models = append(models, dashModel{Name: rt.Model.Name, Providers: []dashProvider{}})
+		}
+		out := map[string]any{"timestamp": now, "role": "tenant", "models": models}
+		if u, err := s.Admission.Usage(r.Context(), id); err == nil {
+			out["usage"] = u
+		}
+		writeJSON(w, http.StatusOK, out)
 		return
 	}
 	var models []dashModel
@@ -78,5 +111,25 @@ func (s *Server) handleDashboardData(w http.ResponseWriter, r *http.Request) {
 		}
 		models = append(models, dm)
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"timestamp": s.Clock.Now().UnixMilli(), "models": models})
+	writeJSON(w, http.StatusOK, map[string]any{"timestamp": now, "role": "admin", "models": models,
+		"tenants": s.tenantSpend(r.Context())})
+}
+
+// tenantSpend lists the first maxDashTenants tenants' spend; a tenant
+// whose usage cannot be read (store down) is left out.
+func (s *Server) tenantSpend(ctx context.Context) []dashTenant {
+	out := []dashTenant{}
+	for _, id := range s.Admission.Tenants() {
+		if len(out) == maxDashTenants {
+			break
+		}
+		u, err := s.Admission.Usage(ctx, id)
+		if err != nil || u.Spend == nil {
+			continue
+		}
+		sp := u.Spend
+		out = append(out, dashTenant{Tenant: id.Tenant, SpentUSD: json.Number(spend.FormatUSD(sp.ReservedNano + sp.SettledNano)),
+			BudgetUSD: sp.BudgetUSD, WindowEnd: sp.WindowEnd, RequestsToday: u.RequestsToday})
+	}
+	return out
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"switchboard/internal/route"
+	"switchboard/internal/tenant"
 )
 
 // detailMetrics are a provider's windowed measurements; TTFT is null when
@@ -55,17 +56,30 @@ func toDetailMetrics(m route.Metrics) detailMetrics {
 }
 
 // handleHealthDetail serves GET /v1/health/detail (behind auth when on).
+// Providers, their health and the gateway's traffic are shown to admins
+// (and to everyone when auth is off); a tenant gets the status and the
+// models it may call (its own usage is GET /v1/usage).
 func (s *Server) handleHealthDetail(w http.ResponseWriter, r *http.Request) {
-	snap, _ := s.entry(w, r)
+	snap, id := s.entry(w, r)
 	if snap == nil {
 		return
 	}
 	now := s.Clock.Now()
+	status := "ok"
+	if s.draining.Load() {
+		status = "draining"
+	}
 	models := make([]string, 0, len(snap.Config.Models))
+	for _, rt := range snap.Routes.Routes() {
+		models = append(models, rt.Model.Name)
+	}
+	if !tenant.Operator(id) {
+		writeJSON(w, http.StatusOK, map[string]any{"status": status, "models": models, "timestamp": now.UTC()})
+		return
+	}
 	out := map[string]detailModel{}
 	for _, rt := range snap.Routes.Routes() {
 		name := rt.Model.Name
-		models = append(models, name)
 		active := route.Measured{Stats: s.Stats}.Active(rt)
 		dm := detailModel{ActiveProvider: active, RequestCount: s.Stats.Requests(name),
 			Metrics: toDetailMetrics(s.Stats.Metrics(name, active)), Providers: map[string]detailProvider{}}
@@ -86,10 +100,6 @@ func (s *Server) handleHealthDetail(w http.ResponseWriter, r *http.Request) {
 			dm.Providers[c.Provider] = dp
 		}
 		out[name] = dm
-	}
-	status := "ok"
-	if s.draining.Load() {
-		status = "draining"
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"status": status, "models": models, "providers": out, "timestamp": now.UTC()})
 }

@@ -233,6 +233,7 @@ func TestFleetSurvivesRedisLoss(t *testing.T) {
   keys:
     paid: {tenant: paid, budget_usd: 1000}
     free: {tenant: free, rpm: 100000}
+    ops: {tenant: ops, role: admin}
 `), "  p: {type: mock, mock: {tokens: 10}}", "  p: {type: mock, mock: {tokens: 10}, rpm: 100000}", 1) +
 		"performance: {probing_enabled: false}\n"
 	fleet := startFleet(t, srv, 3, yaml)
@@ -351,7 +352,9 @@ func TestFleetSurvivesRedisLoss(t *testing.T) {
 // redisUp reads switchboard_redis_up from a replica's /metrics.
 func redisUp(t *testing.T, g *gateway) float64 {
 	t.Helper()
-	resp, err := http.Get(g.URL + "/metrics")
+	req, _ := http.NewRequest(http.MethodGet, g.URL+"/metrics", nil)
+	req.Header.Set("Authorization", "Bearer ops") // with auth on, metrics need an admin key
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -74,12 +74,26 @@ func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 }
 
-// handleMetrics serves Prometheus metrics, behind auth.metrics_token when set.
+// handleMetrics serves Prometheus metrics. They name every provider and
+// tenant, so whenever any auth is configured they need auth.metrics_token
+// or an admin key; without any auth they are open.
 func (s *Server) handleMetrics(w http.ResponseWriter, r *http.Request) {
-	if snap := s.snap.Load(); snap != nil && snap.metricsHash != nil {
-		if k := presentedKey(r); k == "" || !checkToken(k, snap.metricsHash) {
+	if snap := s.snap.Load(); snap != nil && (snap.metricsHash != nil || snap.Config.Auth.Enabled()) {
+		k := presentedKey(r)
+		ok := k != "" && snap.metricsHash != nil && checkToken(k, snap.metricsHash)
+		if !ok && k != "" && snap.Config.Auth.Enabled() {
+			if id, known := s.Admission.Authenticate(k); known {
+				if !tenant.Operator(id) {
+					writeError(w, OpenAI, &apiError{Status: http.StatusForbidden, Type: "permission_error",
+						Code: "admin_required", Message: "metrics need an admin key (role: admin) or auth.metrics_token"})
+					return
+				}
+				ok = true
+			}
+		}
+		if !ok {
 			writeError(w, OpenAI, &apiError{Status: http.StatusUnauthorized, Type: "authentication_error",
-				Code: "invalid_api_key", Message: "metrics require auth.metrics_token as a Bearer token"})
+				Code: "invalid_api_key", Message: "metrics need auth.metrics_token or an admin key (role: admin) as a Bearer token"})
 			return
 		}
 	}
@@ -166,7 +180,7 @@ func (s *Server) handleModels(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) handleModel(w http.ResponseWriter, r *http.Request) {
-	snap, _ := s.entry(w, r)
+	snap, id := s.entry(w, r)
 	if snap == nil {
 		return
 	}
@@ -185,6 +199,10 @@ func (s *Server) handleModel(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	mo := modelObject{ID: name, Object: "model", Created: snap.loaded.Unix(), OwnedBy: "switchboard", ContextLength: rt.Model.ContextLength}
+	if !tenant.Operator(id) {
+		writeJSON(w, http.StatusOK, mo) // providers are the operator's business
+		return
+	}
 	for i, c := range rt.Candidates {
 		mo.Providers = append(mo.Providers, modelProvider{Provider: c.Provider, Model: c.Model, Type: c.Type, Primary: i == rt.Primary})
 	}

@@ -33,7 +33,16 @@ type Identity struct {
 	AllowUnpriced bool
 	// Anonymous marks the auth.token identity.
 	Anonymous bool
+	// Admin: the key's role is admin (and the auth.token identity, the
+	// operator's single shared key, is one).
+	Admin bool
 }
+
+// Operator reports whether id may see the whole gateway: providers, their
+// traffic and health, every tenant's spend, /metrics. True for an admin
+// key, and when auth is off (id nil: whoever reaches the gateway runs it).
+// A tenant sees only its own usage and the models it may call.
+func Operator(id *Identity) bool { return id == nil || id.Admin }
 
 // Label is the tenant's metric label: its name, or "anonymous".
 func (id *Identity) Label() string {
@@ -56,7 +65,7 @@ type Table struct {
 func Compile(a *config.Auth) *Table {
 	t := &Table{byDigest: map[[32]byte]*Identity{}}
 	if a.Token != "" {
-		t.byDigest[sha256.Sum256([]byte(a.Token))] = &Identity{Anonymous: true, BudgetWindowSecs: config.DefaultBudgetWindowSecs}
+		t.byDigest[sha256.Sum256([]byte(a.Token))] = &Identity{Anonymous: true, Admin: true, BudgetWindowSecs: config.DefaultBudgetWindowSecs}
 	}
 	byTenant := map[string]*Identity{}
 	add := func(keys map[string]*config.KeySpec) {
@@ -96,7 +105,7 @@ func Compile(a *config.Auth) *Table {
 
 func fromSpec(s *config.KeySpec) *Identity {
 	id := &Identity{Tenant: s.Tenant, Tier: s.Tier, RPM: s.RPM, TPM: s.TPM, DailyRequests: s.DailyRequests,
-		BudgetWindowSecs: s.WindowSecs(), AllowUnpriced: s.BudgetAllowUnpriced}
+		BudgetWindowSecs: s.WindowSecs(), AllowUnpriced: s.BudgetAllowUnpriced, Admin: s.Role == config.RoleAdmin}
 	if n, ok := s.BudgetNano(); ok {
 		id.BudgetNano = &n
 	}
