@@ -58,6 +58,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return check(args, stdout, stderr)
 	case "prices":
 		return prices(args, stdout, stderr)
+	case "queue":
+		return queueCmd(args, stdout, stderr)
 	case "version":
 		fmt.Fprintln(stdout, "switchboard", version, revision)
 		return 0
@@ -76,6 +78,7 @@ const usage = `usage:
   switchboard check CONFIG
   switchboard prices [--config FILE]   the effective pricing table (catalog + config overrides)
   switchboard healthcheck [--url URL]  exit 0 when /health answers 200 (the image's HEALTHCHECK)
+  switchboard queue stats | dlq list|show ID|retry ID|drop ID [--config FILE]   the shared job queue (queue.mode: redis)
   switchboard version`
 
 func envOr(k, def string) string {
@@ -147,6 +150,7 @@ func serve(args []string, stderr io.Writer) int {
 		return 1
 	}
 	listen := fs.String("listen", defListen, "listen address: host or host:port (env BIND or PUMA_BIND, PORT)")
+	roleName := fs.String("role", os.Getenv("SWITCHBOARD_ROLE"), "with queue.mode: redis, ingress, worker or all (default; env SWITCHBOARD_ROLE)")
 	pprofAddr := fs.String("pprof", os.Getenv("SWITCHBOARD_PPROF"), "serve net/http/pprof on this address, e.g. 127.0.0.1:6060 (off by default; env SWITCHBOARD_PPROF)")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -214,6 +218,10 @@ func serve(args []string, stderr io.Writer) int {
 		log.Info("config reloaded", "trigger", trigger, "models", len(next.Models), "providers", len(next.Providers))
 	}
 	go reloadOnSignal(ctx, reload)
+	waitQueue, ok := startQueue(ctx, srv, cfg, *roleName, log)
+	if !ok {
+		return 1
+	}
 	if poll := cfg.Performance.ConfigPollInterval; poll == nil || poll.D() > 0 {
 		interval := 2 * time.Second
 		if poll != nil {
@@ -231,6 +239,15 @@ func serve(args []string, stderr io.Writer) int {
 	log.Info("switchboard listening", "addr", ln.Addr().String(), "config", *path, "models", len(cfg.Models),
 		"providers", len(cfg.Providers), "version", version, "revision", revision)
 	serveErr := srv.Serve(ctx, ln)
+	// A worker drains its running jobs within the shutdown bound; a job
+	// still running after it is redelivered once its lease expires.
+	drained := make(chan struct{})
+	go func() { waitQueue(); close(drained) }()
+	select {
+	case <-drained:
+	case <-time.After(srv.Snapshot().Config.Timeouts.Shutdown.D()):
+		log.Warn("queue: jobs still running at the shutdown bound; they will be redelivered")
+	}
 	close(bg)
 	srv.Prober.Wait()
 	if err := srv.SaveState(stateDir); err != nil {

@@ -2,6 +2,7 @@ package admit
 
 import (
 	"context"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"math"
@@ -205,6 +206,20 @@ func (c *Controller) Authenticate(presentedKey string) (*tenant.Identity, bool) 
 		c.m.rejected.WithLabelValues("", ReasonUnauthorized).Inc()
 	}
 	return id, ok
+}
+
+// AuthenticateDigest is Authenticate for a key known by its hex SHA-256
+// digest (a queued job's). With auth off every digest is accepted.
+func (c *Controller) AuthenticateDigest(hexDigest string) (*tenant.Identity, bool) {
+	s := c.snap.Load()
+	if s == nil || !s.keys.Enabled() {
+		return nil, true
+	}
+	var d [32]byte
+	if n, err := hex.Decode(d[:], []byte(hexDigest)); err != nil || n != 32 {
+		return nil, false
+	}
+	return s.keys.LookupDigest(d)
 }
 
 // retryAfter rounds a wait up to whole seconds, at least 1.

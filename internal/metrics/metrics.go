@@ -24,6 +24,8 @@ type Metrics struct {
 	QuotaPaused     *prometheus.CounterVec
 	UpstreamTTFT    *prometheus.HistogramVec
 	Probes          *prometheus.CounterVec
+	// Queue counts distributed execution and idempotent replays.
+	Queue QueueCounters
 }
 
 // New registers the collectors on a fresh registry.
@@ -61,6 +63,7 @@ func New() *Metrics {
 	r.MustRegister(m.Probes, m.Requests, m.RequestDuration, m.InFlight, m.ProviderSuccess, m.ProviderFailure,
 		m.QuotaPaused, m.UpstreamTTFT,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m.Queue = newQueueCounters(r)
 	return m
 }
 

@@ -17,9 +17,11 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9/maintnotifications"
 )
 
 var (
@@ -143,24 +145,46 @@ func (o *Options) defaults() {
 
 // Queue is one namespace on one Redis server.
 type Queue struct {
-	c *redis.Client
-	o Options
+	c    *redis.Client
+	opts atomic.Pointer[Options]
 }
 
 // New wraps c; it does not talk to Redis (see Check).
 func New(c *redis.Client, o Options) *Queue {
 	o.defaults()
-	return &Queue{c: c, o: o}
+	q := &Queue{c: c}
+	q.opts.Store(&o)
+	return q
 }
 
 // Options returns the effective options.
-func (q *Queue) Options() Options { return q.o }
+func (q *Queue) Options() Options { return *q.opts.Load() }
 
 // SetOptions replaces the bounds (a config reload); the prefix stays.
 func (q *Queue) SetOptions(o Options) {
-	o.Prefix = q.o.Prefix
+	o.Prefix = q.opts.Load().Prefix
 	o.defaults()
-	q.o = o
+	q.opts.Store(&o)
+}
+
+// Dial opens a client for the queue: retries off (a transition whose
+// reply was lost may have run), every wait bounded.
+func Dial(url string, command, connect time.Duration, pool int) (*redis.Client, error) {
+	ro, err := redis.ParseURL(url)
+	if err != nil {
+		return nil, fmt.Errorf("redis url: %w", err)
+	}
+	ro.MaxRetries = -1
+	ro.DialTimeout = connect
+	ro.ReadTimeout = command
+	ro.WriteTimeout = command
+	ro.PoolTimeout = command
+	ro.PoolSize = pool
+	ro.ContextTimeoutEnabled = true
+	ro.Protocol = 2
+	ro.DisableIdentity = true
+	ro.MaintNotificationsConfig = &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
+	return redis.NewClient(ro), nil
 }
 
 // Client is the Redis client the queue runs on.
@@ -169,7 +193,7 @@ func (q *Queue) Client() *redis.Client { return q.c }
 // Check refuses a namespace written in another format: a replica must not
 // start against records it would misread.
 func (q *Queue) Check(ctx context.Context) error {
-	v, err := q.c.Get(ctx, q.o.Prefix+"format").Result()
+	v, err := q.c.Get(ctx, q.opts.Load().Prefix+"format").Result()
 	if errors.Is(err, redis.Nil) {
 		return nil
 	}
@@ -177,7 +201,7 @@ func (q *Queue) Check(ctx context.Context) error {
 		return err
 	}
 	if v != Format {
-		return fmt.Errorf("%w: %s holds format %q, this build reads %q", ErrIncompatible, q.o.Prefix, v, Format)
+		return fmt.Errorf("%w: %s holds format %q, this build reads %q", ErrIncompatible, q.opts.Load().Prefix, v, Format)
 	}
 	return nil
 }
@@ -216,9 +240,9 @@ func (q *Queue) Enqueue(ctx context.Context, j *Job) (Enqueued, error) {
 	if j.Stream {
 		stream = "1"
 	}
-	res, err := scriptEnqueue.Run(ctx, q.c, nil, q.o.Prefix, j.ID, j.Provider, max(0, min(j.Tier, 1000)),
-		j.Timeout.Milliseconds(), j.Origin, j.OToken, q.o.OriginLease.Milliseconds(), j.Request,
-		q.o.Depth, q.o.RetainedJobs, q.o.RetainedBase, metaBytes, j.Endpoint, j.Tenant, stream).StringSlice()
+	res, err := scriptEnqueue.Run(ctx, q.c, nil, q.opts.Load().Prefix, j.ID, j.Provider, max(0, min(j.Tier, 1000)),
+		j.Timeout.Milliseconds(), j.Origin, j.OToken, q.opts.Load().OriginLease.Milliseconds(), j.Request,
+		q.opts.Load().Depth, q.opts.Load().RetainedJobs, q.opts.Load().RetainedBase, metaBytes, j.Endpoint, j.Tenant, stream).StringSlice()
 	if err != nil {
 		return Enqueued{}, err
 	}
@@ -273,8 +297,8 @@ func (q *Queue) Lease(ctx context.Context, worker string, caps []Cap, start int)
 	}
 	tok := NewID()
 	args := make([]any, 0, 10+2*len(caps))
-	args = append(args, q.o.Prefix, worker, tok, q.o.Lease.Milliseconds(), q.o.UnaryTerminal, q.o.StreamTerminal,
-		q.o.RetainedTerminal, q.o.ResultTTL.Milliseconds(), start%len(caps), len(caps))
+	args = append(args, q.opts.Load().Prefix, worker, tok, q.opts.Load().Lease.Milliseconds(), q.opts.Load().UnaryTerminal, q.opts.Load().StreamTerminal,
+		q.opts.Load().RetainedTerminal, q.opts.Load().ResultTTL.Milliseconds(), start%len(caps), len(caps))
 	for _, c := range caps {
 		args = append(args, c.Provider, c.Limit)
 	}
@@ -314,7 +338,7 @@ func fenced(s string, err error) error {
 
 // Heartbeat extends l by the lease time; ErrLost or ErrCanceled say to stop.
 func (q *Queue) Heartbeat(ctx context.Context, l *Lease) error {
-	return fenced(scriptHeartbeat.Run(ctx, q.c, nil, q.o.Prefix, l.ID, l.Token, l.Gen, q.o.Lease.Milliseconds()).Text())
+	return fenced(scriptHeartbeat.Run(ctx, q.c, nil, q.opts.Load().Prefix, l.ID, l.Token, l.Gen, q.opts.Load().Lease.Milliseconds()).Text())
 }
 
 // Message kinds on an origin's channel.
@@ -328,20 +352,20 @@ const (
 
 // Publish sends one message to the job's origin, fenced by l.
 func (q *Queue) Publish(ctx context.Context, l *Lease, kind string, seq int, payload []byte) error {
-	return fenced(scriptPublish.Run(ctx, q.c, nil, q.o.Prefix, l.ID, l.Token, l.Gen, kind, seq, payload).Text())
+	return fenced(scriptPublish.Run(ctx, q.c, nil, q.opts.Load().Prefix, l.ID, l.Token, l.Gen, kind, seq, payload).Text())
 }
 
 // Complete stores terminal as the job's result, fenced by l.
 func (q *Queue) Complete(ctx context.Context, l *Lease, terminal []byte) error {
-	return fenced(scriptComplete.Run(ctx, q.c, nil, q.o.Prefix, l.ID, l.Token, l.Gen, terminal,
-		q.o.ResultTTL.Milliseconds(), inlineMax).Text())
+	return fenced(scriptComplete.Run(ctx, q.c, nil, q.opts.Load().Prefix, l.ID, l.Token, l.Gen, terminal,
+		q.opts.Load().ResultTTL.Milliseconds(), inlineMax).Text())
 }
 
 // Requeue gives l back (or dead-letters the job after max deliveries):
 // dead reports the latter.
 func (q *Queue) Requeue(ctx context.Context, l *Lease, why string) (dead bool, err error) {
-	s, err := scriptRequeue.Run(ctx, q.c, nil, q.o.Prefix, l.ID, l.Token, l.Gen, why, q.o.MaxDeliveries,
-		q.o.ResultTTL.Milliseconds()).Text()
+	s, err := scriptRequeue.Run(ctx, q.c, nil, q.opts.Load().Prefix, l.ID, l.Token, l.Gen, why, q.opts.Load().MaxDeliveries,
+		q.opts.Load().ResultTTL.Milliseconds()).Text()
 	switch {
 	case err != nil:
 		return false, err
@@ -357,7 +381,7 @@ func (q *Queue) Requeue(ctx context.Context, l *Lease, why string) (dead bool, e
 // It reports the state the job was in ("waiting" and "leased" mean this
 // call canceled it).
 func (q *Queue) Cancel(ctx context.Context, id, otok string) (string, error) {
-	return scriptCancel.Run(ctx, q.c, nil, q.o.Prefix, id, otok, q.o.ResultTTL.Milliseconds()).Text()
+	return scriptCancel.Run(ctx, q.c, nil, q.opts.Load().Prefix, id, otok, q.opts.Load().ResultTTL.Milliseconds()).Text()
 }
 
 // OriginState renews the origin's claim and reports the job's state and
@@ -367,7 +391,7 @@ func (q *Queue) OriginState(ctx context.Context, id, otok string, ack bool) (sta
 	if ack {
 		a = "1"
 	}
-	res, err := scriptOrigin.Run(ctx, q.c, nil, q.o.Prefix, id, otok, q.o.OriginLease.Milliseconds(), a).StringSlice()
+	res, err := scriptOrigin.Run(ctx, q.c, nil, q.opts.Load().Prefix, id, otok, q.opts.Load().OriginLease.Milliseconds(), a).StringSlice()
 	if err != nil {
 		return "", "", err
 	}
@@ -379,7 +403,7 @@ func (q *Queue) OriginState(ctx context.Context, id, otok string, ack bool) (sta
 
 // Terminal reads a finished job's stored result (nil when none).
 func (q *Queue) Terminal(ctx context.Context, id string) ([]byte, error) {
-	b, err := q.c.Get(ctx, q.o.Prefix+"t:"+id).Bytes()
+	b, err := q.c.Get(ctx, q.opts.Load().Prefix+"t:"+id).Bytes()
 	if errors.Is(err, redis.Nil) {
 		return nil, nil
 	}
@@ -392,8 +416,8 @@ type Reaped struct{ Requeued, Dead, Canceled, Reclaimed int }
 // Reap runs one bounded pass (see reap.lua). Any replica may run it; each
 // step is atomic, so concurrent reapers never double-handle a job.
 func (q *Queue) Reap(ctx context.Context) (Reaped, error) {
-	res, err := scriptReap.Run(ctx, q.c, nil, q.o.Prefix, reapBatch, q.o.MaxDeliveries, q.o.ResultTTL.Milliseconds(),
-		q.o.DLQMax, q.o.DLQBytes, q.o.DLQTTL.Milliseconds()).Int64Slice()
+	res, err := scriptReap.Run(ctx, q.c, nil, q.opts.Load().Prefix, reapBatch, q.opts.Load().MaxDeliveries, q.opts.Load().ResultTTL.Milliseconds(),
+		q.opts.Load().DLQMax, q.opts.Load().DLQBytes, q.opts.Load().DLQTTL.Milliseconds()).Int64Slice()
 	if err != nil {
 		return Reaped{}, err
 	}
@@ -404,9 +428,9 @@ func (q *Queue) Reap(ctx context.Context) (Reaped, error) {
 }
 
 // Channel names.
-func (q *Queue) originChannel(origin string) string { return q.o.Prefix + "o:" + origin }
-func (q *Queue) workerChannel(worker string) string { return q.o.Prefix + "wk:" + worker }
-func (q *Queue) wakeChannel() string                { return q.o.Prefix + "wake" }
+func (q *Queue) originChannel(origin string) string { return q.opts.Load().Prefix + "o:" + origin }
+func (q *Queue) workerChannel(worker string) string { return q.opts.Load().Prefix + "wk:" + worker }
+func (q *Queue) wakeChannel() string                { return q.opts.Load().Prefix + "wake" }
 
 // Reaper runs Reap every interval until ctx ends, reporting each pass
 // that did something.
@@ -419,7 +443,7 @@ func (q *Queue) Reaper(ctx context.Context, interval time.Duration, log *slog.Lo
 			return
 		case <-t.C:
 		}
-		rctx, cancel := context.WithTimeout(ctx, q.opTimeout())
+		rctx, cancel := context.WithTimeout(ctx, q.OpTimeout())
 		r, err := q.Reap(rctx)
 		cancel()
 		if err != nil {

@@ -28,7 +28,7 @@ type Stats struct {
 // Stats reads the counts in one pipeline (not one atomic snapshot: each
 // figure is exact at its own instant).
 func (q *Queue) Stats(ctx context.Context) (Stats, error) {
-	p := q.o.Prefix
+	p := q.opts.Load().Prefix
 	provs, err := q.c.SMembers(ctx, p+"provs").Result()
 	if err != nil {
 		return Stats{}, err
@@ -80,7 +80,7 @@ var ErrNotFound = errors.New("no such dead-lettered job")
 
 // DLQ lists up to limit dead-lettered jobs, oldest first.
 func (q *Queue) DLQ(ctx context.Context, limit int) ([]Dead, error) {
-	ids, err := q.c.ZRange(ctx, q.o.Prefix+"dlq", 0, int64(max(1, limit))-1).Result()
+	ids, err := q.c.ZRange(ctx, q.opts.Load().Prefix+"dlq", 0, int64(max(1, limit))-1).Result()
 	if err != nil {
 		return nil, err
 	}
@@ -100,7 +100,7 @@ func (q *Queue) DLQ(ctx context.Context, limit int) ([]Dead, error) {
 
 // DeadJob reads one DLQ entry's envelope.
 func (q *Queue) DeadJob(ctx context.Context, id string) (Dead, error) {
-	h, err := q.c.HGetAll(ctx, q.o.Prefix+"j:"+id).Result()
+	h, err := q.c.HGetAll(ctx, q.opts.Load().Prefix+"j:"+id).Result()
 	if err != nil {
 		return Dead{}, err
 	}
@@ -121,7 +121,7 @@ func (q *Queue) Retry(ctx context.Context, id string) error { return q.dlqOp(ctx
 func (q *Queue) Drop(ctx context.Context, id string) error { return q.dlqOp(ctx, "drop", id) }
 
 func (q *Queue) dlqOp(ctx context.Context, op, id string) error {
-	s, err := scriptDLQ.Run(ctx, q.c, nil, q.o.Prefix, op, id, q.o.Depth, q.o.RetainedJobs).Text()
+	s, err := scriptDLQ.Run(ctx, q.c, nil, q.opts.Load().Prefix, op, id, q.opts.Load().Depth, q.opts.Load().RetainedJobs).Text()
 	switch {
 	case err != nil:
 		return err

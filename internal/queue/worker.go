@@ -47,9 +47,9 @@ type Delivery struct {
 	opTimout time.Duration
 }
 
-// opTimeout bounds each transition of a delivery: a quarter of the lease
+// OpTimeout bounds each transition of a delivery: a quarter of the lease
 // and at most 5 s, so a stuck Redis call cannot outlive the lease.
-func (q *Queue) opTimeout() time.Duration { return min(5*time.Second, q.o.Lease/4) }
+func (q *Queue) OpTimeout() time.Duration { return min(5*time.Second, q.opts.Load().Lease/4) }
 
 func (d *Delivery) ctx() (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.Background(), d.opTimout)
@@ -76,8 +76,9 @@ func (d *Delivery) Requeue(why string) (dead bool, err error) {
 	return d.q.Requeue(ctx, d.Lease, why)
 }
 
-// Start runs the lease loop until ctx ends, then waits for running
-// deliveries (their contexts are canceled with ctx).
+// Start runs the lease loop until ctx ends, then waits for the running
+// deliveries to finish (a stopping worker drains: its jobs keep their
+// heartbeat and end by their own deadline at the latest).
 func (w *Worker) Start(ctx context.Context) {
 	if w.ID == "" {
 		w.ID = NewID()
@@ -139,14 +140,14 @@ func (w *Worker) Start(ctx context.Context) {
 		go func() {
 			defer w.wg.Done()
 			defer func() { <-slots }()
-			w.deliver(ctx, l)
+			w.deliver(context.WithoutCancel(ctx), l)
 		}()
 	}
 	w.wg.Wait()
 }
 
 func (w *Worker) lease(ctx context.Context, start int) (*Lease, error) {
-	lctx, cancel := context.WithTimeout(ctx, w.Q.opTimeout())
+	lctx, cancel := context.WithTimeout(ctx, w.Q.OpTimeout())
 	defer cancel()
 	return w.Q.Lease(lctx, w.ID, w.Caps(), start)
 }
@@ -166,18 +167,16 @@ func (w *Worker) deliver(parent context.Context, l *Lease) {
 		w.mu.Unlock()
 		cancel(nil)
 	}()
-	d := &Delivery{Lease: l, q: w.Q, opTimout: w.Q.opTimeout()}
+	d := &Delivery{Lease: l, q: w.Q, opTimout: w.Q.OpTimeout()}
 	hbDone := make(chan struct{})
 	runDone := make(chan struct{})
 	go func() {
 		defer close(hbDone)
-		t := time.NewTicker(w.Q.o.Lease / 3)
+		t := time.NewTicker(w.Q.Options().Lease / 3)
 		defer t.Stop()
 		for {
 			select {
 			case <-runDone:
-				return
-			case <-parent.Done():
 				return
 			case <-t.C:
 			}

@@ -19,7 +19,16 @@ import (
 )
 
 // Handler returns the gateway's routes behind its middleware.
-func (s *Server) Handler() http.Handler {
+func (s *Server) Handler() http.Handler { return s.wrap(s.routes()) }
+
+// jobRoutes are the routes a worker serves jobs through: no access log or
+// request metrics (the ingress counted the request).
+func (s *Server) jobRoutes() http.Handler {
+	s.jobMux.Do(func() { s.jobH = s.routes() })
+	return s.jobH
+}
+
+func (s *Server) routes() *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/health", s.get(s.handleHealth))
 	mux.HandleFunc("/ready", s.get(s.handleReady))
@@ -39,7 +48,7 @@ func (s *Server) Handler() http.Handler {
 		writeError(w, protocolOf(r), &apiError{Status: http.StatusNotFound, Type: "invalid_request_error",
 			Code: "not_found", Message: fmt.Sprintf("no route for %s %s", r.Method, r.URL.Path)})
 	})
-	return s.wrap(mux)
+	return mux
 }
 
 // get allows GET and HEAD only.
@@ -114,6 +123,9 @@ func (s *Server) handleReady(w http.ResponseWriter, r *http.Request) {
 // means the answer was written.
 func (s *Server) entry(w http.ResponseWriter, r *http.Request) (*Snapshot, *tenant.Identity) {
 	snap := s.snap.Load()
+	if jc := jobOf(r.Context()); jc != nil && snap != nil {
+		return snap, jc.id // a queued job: the ingress authenticated it
+	}
 	if snap == nil || s.draining.Load() {
 		writeError(w, protocolOf(r), &apiError{Status: http.StatusServiceUnavailable, Type: "server_error",
 			Code: "unavailable", Message: "the gateway is starting or shutting down", RetryAfter: time.Second})
@@ -378,9 +390,14 @@ func (s *Server) prepare(w http.ResponseWriter, r *http.Request, proto Protocol)
 
 // call builds the attempt loop's input for in.
 func (s *Server) call(r *http.Request, in *incoming, ep provider.Endpoint, body []byte) *proxy.Call {
-	return &proxy.Call{Endpoint: ep, Body: body, Stream: in.stream, Header: forwardHeaders(r), Route: in.rt,
+	c := &proxy.Call{Endpoint: ep, Body: body, Stream: in.stream, Header: forwardHeaders(r), Route: in.rt,
 		Order: route.Measured{Stats: s.Stats}.Order(in.rt), Opts: options(in.snap.Config, in.rt.Model, ep),
 		Identity: in.id, ClientModel: in.model, Meter: needsUsage(in.snap, in.id)}
+	if jc := jobOf(r.Context()); jc != nil {
+		// The total deadline covers the queue wait too; it never grows.
+		c.Opts.Deadline = min(c.Opts.Deadline, jc.left)
+	}
+	return c
 }
 
 // needsUsage: budgets and token buckets settle on the provider's reported
@@ -412,6 +429,10 @@ func (s *Server) inference(ep provider.Endpoint) http.HandlerFunc {
 		defer in.release()
 		if ep == provider.Embeddings {
 			in.stream = false
+		}
+		if s.queued(r) {
+			s.dispatch(w, r, OpenAI, ep, in)
+			return
 		}
 		call := s.call(r, in, ep, in.body)
 		res, fail := s.proxy.Do(r.Context(), call)

@@ -27,6 +27,10 @@ func (s *Server) handleMessages(w http.ResponseWriter, r *http.Request) {
 		writeError(w, Anthropic, errInvalid(err.Error()))
 		return
 	}
+	if s.queued(r) {
+		s.dispatch(w, r, Anthropic, provider.Messages, in)
+		return
+	}
 	call := s.call(r, in, provider.Chat, chat)
 	call.Native = in.body
 	res, fail := s.proxy.Do(r.Context(), call)

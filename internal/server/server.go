@@ -63,7 +63,11 @@ type Server struct {
 	// store; Apply creates an in-memory one when it is nil.
 	Admission *admit.Controller
 
-	snap     atomic.Pointer[Snapshot]
+	snap atomic.Pointer[Snapshot]
+	// queueing is distributed execution (nil with queue.mode off).
+	queueing *Queueing
+	jobMux   sync.Once
+	jobH     http.Handler
 	proxy    *proxy.Proxy
 	client   *http.Client
 	draining atomic.Bool
@@ -141,6 +145,9 @@ func (s *Server) Apply(cfg *config.Config) {
 	// Configure validates nothing new: config.Load already did.
 	if err := s.Admission.Configure(cfg); err != nil {
 		s.Log.Error("admission config refused", "error", err.Error())
+	}
+	if s.queueing != nil {
+		s.queueing.Q.SetOptions(QueueOptions(cfg))
 	}
 	s.Stats.SetWindow(cfg.Performance.SampleWindow.D())
 	s.Prober.SetMaxPerMinute(cfg.Performance.ProbeMaxPerMinute)

@@ -124,5 +124,12 @@ func (t *Table) Lookup(presented string) (*Identity, bool) {
 	return id, ok
 }
 
+// LookupDigest returns the identity of a key by its SHA-256 digest (a
+// queued job carries the digest, never the key).
+func (t *Table) LookupDigest(d [32]byte) (*Identity, bool) {
+	id, ok := t.byDigest[d]
+	return id, ok
+}
+
 // Tenants lists the named identities, sorted by tenant.
 func (t *Table) Tenants() []*Identity { return t.tenants }

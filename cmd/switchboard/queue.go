@@ -1,0 +1,154 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"time"
+
+	"switchboard/internal/config"
+	"switchboard/internal/queue"
+	"switchboard/internal/server"
+)
+
+// openQueue connects to cfg's queue namespace; a namespace in another
+// format is an error, an unreachable Redis is not (the queue fails closed
+// per request and recovers without a restart).
+func openQueue(cfg *config.Config, log *slog.Logger) (*queue.Queue, error) {
+	pool := max(64, 2*cfg.Queue.WorkerConcurrency)
+	c, err := queue.Dial(cfg.Redis.URL, cfg.Redis.CommandTimeout.D(), cfg.Redis.ConnectTimeout.D(), pool)
+	if err != nil {
+		return nil, err
+	}
+	q := queue.New(c, server.QueueOptions(cfg))
+	ctx, cancel := context.WithTimeout(context.Background(), cfg.Redis.ConnectTimeout.D()+cfg.Redis.CommandTimeout.D())
+	defer cancel()
+	if err := q.Check(ctx); err != nil {
+		if errors.Is(err, queue.ErrIncompatible) {
+			c.Close()
+			return nil, err
+		}
+		log.Warn("queue: redis does not answer yet; requests get 503 until it does", "error", err.Error())
+	}
+	return q, nil
+}
+
+// startQueue starts distributed execution when queue.mode is redis; wait
+// blocks until the worker drained. ok=false: refuse to start.
+func startQueue(ctx context.Context, srv *server.Server, cfg *config.Config, roleName string, log *slog.Logger) (wait func(), ok bool) {
+	role, err := server.ParseRole(roleName)
+	if err != nil {
+		log.Error("bad --role / SWITCHBOARD_ROLE", "error", err.Error())
+		return nil, false
+	}
+	if !cfg.Queue.Redis() {
+		if roleName != "" && roleName != "all" {
+			log.Warn("--role applies only with queue.mode: redis; serving every request here", "role", roleName)
+		}
+		return func() {}, true
+	}
+	q, err := openQueue(cfg, log)
+	if err != nil {
+		log.Error("cannot use the job queue", "error", err.Error())
+		return nil, false
+	}
+	log.Info("distributed execution on", "ingress", role.Ingress, "worker", role.Worker, "namespace", queue.Namespace)
+	return srv.StartQueue(ctx, q, role), true
+}
+
+const queueUsage = `usage:
+  switchboard queue stats [--config FILE]
+  switchboard queue dlq list [--limit N] [--config FILE]
+  switchboard queue dlq show|retry|drop ID [--config FILE]`
+
+// queueCmd is the operator's view of the shared queue.
+func queueCmd(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("queue", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	path := fs.String("config", envOr("CONFIG_FILE", "config/config.yaml"), "config file naming redis.url (env CONFIG_FILE)")
+	limit := fs.Int("limit", 100, "dlq list: at most this many entries")
+	// Flags may come after the words: parse words and flags in any order.
+	var words []string
+	for len(args) > 0 {
+		if err := fs.Parse(args); err != nil {
+			return 2
+		}
+		args = fs.Args()
+		if len(args) > 0 {
+			words, args = append(words, args[0]), args[1:]
+		}
+	}
+	if len(words) == 0 {
+		fmt.Fprintln(stderr, queueUsage)
+		return 2
+	}
+	cfg, err := config.Load(*path)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
+	if !cfg.Redis.Enabled() {
+		fmt.Fprintln(stderr, "the config has no redis.url (or SWITCHBOARD_REDIS_URL): there is no shared queue")
+		return 1
+	}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelError}))
+	q, err := openQueue(cfg, log)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
+	defer q.Client().Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	out := json.NewEncoder(stdout)
+	out.SetIndent("", "  ")
+	fail := func(err error) int {
+		fmt.Fprintln(stderr, "error:", err)
+		return 1
+	}
+	switch {
+	case words[0] == "stats" && len(words) == 1:
+		st, err := q.Stats(ctx)
+		if err != nil {
+			return fail(err)
+		}
+		_ = out.Encode(st)
+		return 0
+	case words[0] == "dlq" && len(words) == 2 && words[1] == "list":
+		dead, err := q.DLQ(ctx, *limit)
+		if err != nil {
+			return fail(err)
+		}
+		_ = out.Encode(dead)
+		return 0
+	case words[0] == "dlq" && len(words) == 3:
+		id := words[2]
+		switch words[1] {
+		case "show":
+			d, err := q.DeadJob(ctx, id)
+			if err != nil {
+				return fail(err)
+			}
+			_ = out.Encode(d)
+			return 0
+		case "retry":
+			if err := q.Retry(ctx, id); err != nil {
+				return fail(err)
+			}
+			fmt.Fprintln(stdout, "retried", id)
+			return 0
+		case "drop":
+			if err := q.Drop(ctx, id); err != nil {
+				return fail(err)
+			}
+			fmt.Fprintln(stdout, "dropped", id)
+			return 0
+		}
+	}
+	fmt.Fprintln(stderr, queueUsage)
+	return 2
+}

@@ -1,0 +1,433 @@
+package server
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync"
+	"time"
+
+	"switchboard/internal/config"
+	"switchboard/internal/metrics"
+	"switchboard/internal/provider"
+	"switchboard/internal/queue"
+	"switchboard/internal/route"
+	"switchboard/internal/sse"
+)
+
+// Distributed execution (queue.mode: redis). The ingress side: a request
+// that passed authentication, parsing, translation and model lookup is
+// enqueued as a job; a worker (see worker.go) runs it through the same
+// handlers and publishes the answer; this side relays that answer to the
+// client exactly as a local answer would have been written.
+
+// Queueing is the server's distributed-execution state (nil: mode off).
+type Queueing struct {
+	Q *queue.Queue
+	// Ingress: this replica enqueues its clients' requests; Worker: it
+	// runs jobs (both for role all).
+	Ingress, Worker bool
+
+	mu     sync.Mutex
+	origin *queue.Origin
+}
+
+// JoinQueue switches the server to distributed execution on q.
+func (s *Server) JoinQueue(q *queue.Queue, ingress, worker bool) {
+	s.queueing = &Queueing{Q: q, Ingress: ingress, Worker: worker}
+	s.Metrics.WatchQueue(s.queueState)
+}
+
+// queueState reads the shared queue for the gauges (bounded by the
+// queue's operation timeout).
+func (s *Server) queueState() (metrics.QueueState, bool) {
+	ctx, cancel := context.WithTimeout(context.Background(), s.queueing.Q.OpTimeout())
+	defer cancel()
+	st, err := s.queueing.Q.Stats(ctx)
+	if err != nil {
+		return metrics.QueueState{}, false
+	}
+	return metrics.QueueState{Waiting: st.Waiting, Leased: st.Leased, DLQ: st.DLQ}, true
+}
+
+// originFor returns this replica's subscription, starting it on first use
+// (and again after a failure), so that an ingress booted while Redis was
+// down starts serving once Redis answers.
+func (qg *Queueing) originFor(ctx context.Context, s *Server) (*queue.Origin, error) {
+	qg.mu.Lock()
+	defer qg.mu.Unlock()
+	if qg.origin != nil {
+		return qg.origin, nil
+	}
+	o, err := qg.Q.StartOrigin(ctx, s.Log)
+	if err != nil {
+		return nil, err
+	}
+	qg.origin = o
+	return o, nil
+}
+
+// jobMeta is a job's request envelope: what the worker needs to serve it
+// as this replica would have. The key travels as its SHA-256 digest only.
+type jobMeta struct {
+	Path      string      `json:"path"`
+	Header    http.Header `json:"header,omitempty"`
+	KeyDigest string      `json:"key,omitempty"`
+	Model     string      `json:"model"`
+	RequestID string      `json:"request_id,omitempty"`
+}
+
+// jobHeaders are the client headers a worker's handler reads.
+var jobHeaders = append([]string{"Anthropic-Version", "Content-Type"}, forwarded...)
+
+func encodeJob(r *http.Request, in *incoming) []byte {
+	m := jobMeta{Path: r.URL.Path, Model: in.model, RequestID: RequestID(r.Context())}
+	for _, k := range jobHeaders {
+		if v := r.Header.Values(k); len(v) > 0 {
+			if m.Header == nil {
+				m.Header = http.Header{}
+			}
+			m.Header[k] = v
+		}
+	}
+	if k := presentedKey(r); k != "" {
+		d := sha256.Sum256([]byte(k))
+		m.KeyDigest = hex.EncodeToString(d[:])
+	}
+	meta, _ := json.Marshal(m)
+	out := make([]byte, 0, len(meta)+1+len(in.body))
+	out = append(append(out, meta...), '\n')
+	return append(out, in.body...)
+}
+
+// queued reports whether this request is to be enqueued rather than run
+// here: queue mode, and not already a job a worker is running.
+func (s *Server) queued(r *http.Request) bool {
+	return s.queueing != nil && jobOf(r.Context()) == nil
+}
+
+// dispatch enqueues in and relays its answer. It always answers.
+func (s *Server) dispatch(w http.ResponseWriter, r *http.Request, proto Protocol, ep provider.Endpoint, in *incoming) {
+	qg := s.queueing
+	if !qg.Ingress {
+		writeError(w, proto, &apiError{Status: http.StatusServiceUnavailable, Type: "server_error", Code: "not_ingress",
+			Message:    "this replica runs with --role worker and does not take requests; send them to an ingress replica",
+			RetryAfter: time.Second})
+		return
+	}
+	unavailable := func(err error) {
+		s.Log.WarnContext(r.Context(), "queue unavailable; refusing the request", "error", err.Error())
+		writeError(w, proto, &apiError{Status: http.StatusServiceUnavailable, Type: "server_error", Code: "queue_unavailable",
+			Message: "the job queue (redis) is unavailable; retry shortly", RetryAfter: time.Second})
+	}
+	octx, cancel := context.WithTimeout(r.Context(), qg.Q.OpTimeout())
+	origin, err := qg.originFor(octx, s)
+	cancel()
+	if err != nil {
+		unavailable(err)
+		return
+	}
+	cfg := in.snap.Config
+	order := route.Measured{Stats: s.Stats}.Order(in.rt)
+	tier := 0
+	tenantName := ""
+	if in.id != nil {
+		tier, tenantName = in.id.Tier, in.id.Tenant
+	}
+	j := &queue.Job{ID: queue.NewID(), OToken: queue.NewID(), Origin: origin.ID, Provider: order[0].Provider,
+		Tier: tier, Stream: in.stream, Timeout: cfg.Timeouts.Request.D(), Endpoint: r.URL.Path, Tenant: tenantName,
+		Request: encodeJob(r, in)}
+	msgs, stop := origin.Watch(j.ID)
+	defer stop()
+	ectx, cancel := context.WithTimeout(r.Context(), qg.Q.OpTimeout())
+	_, err = qg.Q.Enqueue(ectx, j)
+	cancel()
+	switch {
+	case errors.Is(err, queue.ErrFull):
+		writeError(w, proto, &apiError{Status: http.StatusServiceUnavailable, Type: "server_error", Code: "queue_full",
+			Message: "the queue for provider " + j.Provider + " is full (" + err.Error() + "); retry later", RetryAfter: time.Second})
+		return
+	case err != nil:
+		unavailable(err)
+		return
+	}
+	rl := &relayJob{s: s, w: w, r: r, proto: proto, ep: ep, j: j, q: qg.Q}
+	rl.run(msgs, cfg.Timeouts.Request.D())
+}
+
+// relayJob writes one job's answer to its client.
+type relayJob struct {
+	s     *Server
+	w     http.ResponseWriter
+	r     *http.Request
+	proto Protocol
+	ep    provider.Endpoint
+	j     *queue.Job
+	q     *queue.Queue
+
+	sw      *sse.Writer // set once the stream's head was written
+	gen     string      // the generation whose bytes reached the client
+	seq     int
+	settled bool
+}
+
+func (rl *relayJob) op() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(rl.r.Context()), rl.q.OpTimeout())
+}
+
+// run waits for the job's messages until its terminal, the client leaving
+// or the total deadline (queue wait plus upstream; it never grows).
+func (rl *relayJob) run(msgs <-chan queue.Msg, total time.Duration) {
+	deadline := time.NewTimer(total)
+	defer deadline.Stop()
+	poll := time.NewTicker(max(rl.q.Options().OriginLease/3, 50*time.Millisecond))
+	defer poll.Stop()
+	for !rl.settled {
+		select {
+		case m := <-msgs:
+			rl.handle(m)
+		case <-poll.C:
+			rl.check()
+		case <-rl.r.Context().Done():
+			rl.cancel("client went away")
+			return
+		case <-deadline.C:
+			rl.cancel("deadline")
+			rl.fail(&apiError{Status: http.StatusGatewayTimeout, Type: "server_error", Code: "deadline_exceeded",
+				Message: "the request did not finish within timeouts.request"})
+			return
+		}
+	}
+}
+
+// handle applies one message.
+func (rl *relayJob) handle(m queue.Msg) {
+	if rl.sw != nil && m.Gen != rl.gen {
+		// Bytes of another delivery reached the client: that delivery is
+		// gone, and a stream cannot be resumed by a replacement.
+		rl.abort("the worker serving this stream was lost")
+		return
+	}
+	switch m.Kind {
+	case queue.KindHead:
+		t := queue.ParseTerminal(m.Payload)
+		h := rl.w.Header()
+		for k, v := range t.Header {
+			h[k] = v
+		}
+		rl.w.WriteHeader(t.Status)
+		rl.sw = sse.NewWriter(rl.w)
+		rl.gen = m.Gen
+		_ = rl.sw.Raw(t.Body)
+	case queue.KindChunk:
+		if rl.sw == nil || m.Seq != rl.seq+1 {
+			rl.abort("stream chunks were lost between worker and origin")
+			return
+		}
+		rl.seq = m.Seq
+		_ = rl.sw.Raw(m.Payload)
+	case queue.KindTerminal:
+		b := m.Payload
+		if len(b) == 0 {
+			ctx, cancel := rl.op()
+			var err error
+			b, err = rl.q.Terminal(ctx, rl.j.ID)
+			cancel()
+			if err != nil || b == nil {
+				rl.failUnavailable("the job's result could not be read back")
+				return
+			}
+		}
+		rl.terminal(queue.ParseTerminal(b))
+	case queue.KindRequeued:
+		if rl.sw != nil {
+			rl.abort("the worker serving this stream was lost")
+		}
+	case queue.KindCanceled:
+		rl.terminal(queue.ParseTerminal(m.Payload))
+	}
+}
+
+// check renews the origin's claim and catches what a lost message hid.
+func (rl *relayJob) check() {
+	ctx, cancel := rl.op()
+	st, gen, err := rl.q.OriginState(ctx, rl.j.ID, rl.j.OToken, false)
+	cancel()
+	switch {
+	case err != nil:
+		return // Redis blip: the next poll retries; the lease has slack
+	case st == "done" || st == "canceled":
+		ctx, cancel := rl.op()
+		b, err := rl.q.Terminal(ctx, rl.j.ID)
+		cancel()
+		if err == nil && b != nil {
+			rl.terminal(queue.ParseTerminal(b))
+		}
+	case st == "dead":
+		rl.terminal(queue.Terminal{Kind: "dead", Status: http.StatusBadGateway})
+	case st == "missing" || st == "lost":
+		rl.failUnavailable("the job disappeared from the queue (redis restarted?)")
+	case rl.sw != nil && gen != rl.gen:
+		rl.abort("the worker serving this stream was lost")
+	}
+}
+
+// terminal writes the job's final state.
+func (rl *relayJob) terminal(t queue.Terminal) {
+	switch t.Kind {
+	case "unary":
+		h := rl.w.Header()
+		for k, v := range t.Header {
+			if k != "Content-Length" && k != "Content-Type" {
+				h[k] = v
+			}
+		}
+		writeUnary(rl.w, t.Status, t.Body)
+		rl.ack()
+	case "stream":
+		if rl.sw == nil {
+			rl.abort("the stream's head was lost")
+			return
+		}
+		if t.Chunks != rl.seq {
+			rl.abort("stream chunks were lost between worker and origin")
+			return
+		}
+		rl.sw.Flush()
+		rl.ack()
+	case "canceled":
+		rl.settled = true // only this origin cancels its job; the client is gone
+	case "expired":
+		rl.fail(&apiError{Status: http.StatusGatewayTimeout, Type: "server_error", Code: "deadline_exceeded",
+			Message: "the request waited in the queue past timeouts.request"})
+		rl.ack()
+	case "dead":
+		rl.fail(&apiError{Status: http.StatusBadGateway, Type: "server_error", Code: "job_failed",
+			Message: "the job failed on every delivery (queue.max_deliveries) and was dead-lettered: " + string(t.Body)})
+	default:
+		rl.fail(&apiError{Status: http.StatusBadGateway, Type: "server_error", Code: "job_failed",
+			Message: "the job's result was unusable: " + string(t.Body)})
+		rl.ack()
+	}
+}
+
+func (rl *relayJob) ack() {
+	rl.settled = true
+	ctx, cancel := rl.op()
+	_, _, _ = rl.q.OriginState(ctx, rl.j.ID, rl.j.OToken, true)
+	cancel()
+}
+
+// cancel asks for the job's cancellation (the worker stops its upstream
+// call); usage already observed stays settled.
+func (rl *relayJob) cancel(why string) {
+	rl.settled = true
+	ctx, cancel := rl.op()
+	st, err := rl.q.Cancel(ctx, rl.j.ID, rl.j.OToken)
+	cancel()
+	if err == nil && (st == "waiting" || st == "leased") {
+		rl.s.Metrics.Queue.Cancellations.Inc()
+		rl.s.Log.InfoContext(rl.r.Context(), "queue: job canceled", "job", rl.j.ID, "why", why, "state", st)
+	}
+}
+
+// fail answers with e, or ends a started stream with it.
+func (rl *relayJob) fail(e *apiError) {
+	rl.settled = true
+	if rl.sw != nil {
+		rl.endStream(e.Message)
+		return
+	}
+	writeError(rl.w, rl.proto, e)
+}
+
+func (rl *relayJob) failUnavailable(msg string) {
+	rl.fail(&apiError{Status: http.StatusServiceUnavailable, Type: "server_error", Code: "queue_unavailable",
+		Message: msg + "; retry shortly", RetryAfter: time.Second})
+}
+
+// abort ends a started stream with an error event and cancels the job.
+func (rl *relayJob) abort(why string) {
+	rl.s.Log.WarnContext(rl.r.Context(), "queue: ending the stream", "job", rl.j.ID, "why", why)
+	rl.cancel(why)
+	if rl.sw == nil {
+		rl.failUnavailable(why)
+		return
+	}
+	rl.endStream(why)
+}
+
+// endStream writes the protocol's error event (then [DONE] where the
+// protocol has it).
+func (rl *relayJob) endStream(msg string) {
+	switch {
+	case rl.proto == Anthropic:
+		_ = rl.sw.Event("error", errorBody(Anthropic, &apiError{Status: http.StatusBadGateway, Message: msg}))
+	case rl.ep == provider.Responses:
+		_ = rl.sw.Event("response.failed", responsesFailed("upstream_stopped", msg))
+		_ = rl.sw.Done()
+	default:
+		_ = rl.sw.Data(errorBody(OpenAI, &apiError{Type: "server_error", Code: "upstream_error", Message: msg}))
+		_ = rl.sw.Done()
+	}
+	rl.sw.Flush()
+}
+
+// QueueOptions are the queue bounds of cfg.
+func QueueOptions(cfg *config.Config) queue.Options {
+	q := &cfg.Queue
+	return queue.Options{Depth: q.Depth, MaxDeliveries: q.MaxDeliveries, Lease: q.Lease.D(), OriginLease: q.OriginLease.D(),
+		RetainedJobs: q.RetainedJobs, RetainedBase: q.RetainedBaseBytes, RetainedTerminal: q.RetainedTerminalBytes,
+		UnaryTerminal: q.UnaryTerminalBytes, StreamTerminal: q.StreamTerminalBytes, ResultTTL: q.ResultTTL.D(),
+		DLQMax: q.DLQMax, DLQBytes: q.DLQBytes, DLQTTL: q.DLQTTL.D()}
+}
+
+// Role is which half of distributed execution a replica runs.
+type Role struct{ Ingress, Worker bool }
+
+// ParseRole reads --role / SWITCHBOARD_ROLE: ingress, worker or all.
+func ParseRole(s string) (Role, error) {
+	switch s {
+	case "", "all":
+		return Role{Ingress: true, Worker: true}, nil
+	case "ingress":
+		return Role{Ingress: true}, nil
+	case "worker":
+		return Role{Worker: true}, nil
+	}
+	return Role{}, fmt.Errorf("role must be ingress, worker or all, got %q", s)
+}
+
+// StartQueue joins distributed execution on q with role: the reaper runs on
+// every replica, the worker loop on workers. The returned wait blocks
+// until the worker has drained after ctx ended.
+func (s *Server) StartQueue(ctx context.Context, q *queue.Queue, role Role) (wait func()) {
+	s.JoinQueue(q, role.Ingress, role.Worker)
+	go q.Reaper(ctx, max(q.Options().Lease/5, 100*time.Millisecond), s.Log, func(r queue.Reaped) {
+		s.Metrics.Queue.Redeliveries.Add(float64(r.Requeued))
+		s.Metrics.Queue.Cancellations.Add(float64(r.Canceled))
+		if r.Requeued+r.Dead+r.Canceled > 0 {
+			s.Log.Info("queue: reaper", "requeued", r.Requeued, "dead_lettered", r.Dead, "origin_gone", r.Canceled)
+		}
+	})
+	done := make(chan struct{})
+	if !role.Worker {
+		close(done)
+		return func() {}
+	}
+	conc := 64
+	if snap := s.snap.Load(); snap != nil {
+		conc = snap.Config.Queue.WorkerConcurrency
+	}
+	w := &queue.Worker{Q: q, Caps: s.WorkerCaps, Concurrency: conc, Log: s.Log, Run: s.RunJob,
+		OnLost: s.Metrics.Queue.LeaseLosses.Inc}
+	go func() {
+		defer close(done)
+		w.Start(ctx)
+	}()
+	return func() { <-done }
+}
