@@ -1,0 +1,220 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"switchboard/internal/store/redistest"
+)
+
+// One ingress-only and two worker processes: 300 mixed requests (unary
+// and streamed, two providers, one flaky) are all answered, each by
+// exactly one completed upstream answer.
+func TestQueueProcesses300Mixed(t *testing.T) {
+	srv := redistest.Start(t)
+	up := newUpstream(t)
+	in := startProc(t, "ingress", queueYAML(srv.URL, up.URL, "in", ""), "ingress")
+	startProc(t, "w1", queueYAML(srv.URL, up.URL, "w1", ""), "worker")
+	startProc(t, "w2", queueYAML(srv.URL, up.URL, "w2", ""), "worker")
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 30)
+	for i := range 300 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			id := fmt.Sprintf("r%d", i)
+			model := []string{"m", "f"}[i%2]
+			status, body, err := chat(context.Background(), in.URL, model, "plain:"+id, i%3 == 0)
+			if err != nil || status != 200 || !strings.HasPrefix(content(body), "answer "+id+" by w") {
+				t.Errorf("%s: %d %v %q", id, status, err, body)
+			}
+		}()
+	}
+	wg.Wait()
+	up.mu.Lock()
+	defer up.mu.Unlock()
+	workers := map[string]int{}
+	for i := range 300 {
+		id := fmt.Sprintf("r%d", i)
+		if up.ok[id] != 1 {
+			t.Errorf("%s answered upstream %d times", id, up.ok[id])
+		}
+		for _, w := range up.calls[id] {
+			workers[w]++
+		}
+	}
+	if workers["in"] != 0 || workers["w1"] == 0 || workers["w2"] == 0 {
+		t.Fatalf("calls by replica: %v", workers)
+	}
+}
+
+// kill -9 of the worker serving a unary call, or a stream before its
+// first token: the other worker serves it and the client gets the whole
+// answer, never an error.
+func TestQueueWorkerKilledMidCall(t *testing.T) {
+	srv := redistest.Start(t)
+	up := newUpstream(t)
+	in := startProc(t, "ingress", queueYAML(srv.URL, up.URL, "in", ""), "ingress")
+	workers := map[string]*proc{
+		"w1": startProc(t, "w1", queueYAML(srv.URL, up.URL, "w1", ""), "worker"),
+		"w2": startProc(t, "w2", queueYAML(srv.URL, up.URL, "w2", ""), "worker"),
+	}
+	for _, tc := range []struct {
+		id     string
+		stream bool
+	}{{"unary1", false}, {"stream1", true}} {
+		type result struct {
+			status int
+			body   string
+			err    error
+		}
+		done := make(chan result, 1)
+		go func() {
+			s, b, err := chat(context.Background(), in.URL, "m", "slow:"+tc.id, tc.stream)
+			done <- result{s, b, err}
+		}()
+		first := up.waitCall(t, tc.id, 1)
+		workers[first].signal(syscall.SIGKILL)
+		second := up.waitCall(t, tc.id, 2)
+		r := <-done
+		if r.err != nil || r.status != 200 || content(r.body) != "answer "+tc.id+" by "+second || second == first {
+			t.Fatalf("%s: first %s second %s: %d %v %q", tc.id, first, second, r.status, r.err, r.body)
+		}
+		if tc.stream && (strings.Contains(r.body, "error") || !strings.HasSuffix(r.body, "data: [DONE]\n\n")) {
+			t.Fatalf("the stream showed the crash: %q", r.body)
+		}
+		// The survivor serves the next case; restart the dead one.
+		workers[first] = startProc(t, first+"b", queueYAML(srv.URL, up.URL, first, ""), "worker")
+	}
+}
+
+// A worker stopped (SIGSTOP) past its lease and then resumed can neither
+// publish nor complete: the answer delivered is its replacement's.
+func TestQueueStoppedWorkerIsFenced(t *testing.T) {
+	srv := redistest.Start(t)
+	up := newUpstream(t)
+	in := startProc(t, "ingress", queueYAML(srv.URL, up.URL, "in", ""), "ingress")
+	workers := map[string]*proc{
+		"w1": startProc(t, "w1", queueYAML(srv.URL, up.URL, "w1", ""), "worker"),
+		"w2": startProc(t, "w2", queueYAML(srv.URL, up.URL, "w2", ""), "worker"),
+	}
+	type result struct {
+		status int
+		body   string
+	}
+	done := make(chan result, 1)
+	go func() {
+		s, b, _ := chat(context.Background(), in.URL, "m", "slow:fence1", false)
+		done <- result{s, b}
+	}()
+	first := up.waitCall(t, "fence1", 1)
+	workers[first].signal(syscall.SIGSTOP)
+	second := up.waitCall(t, "fence1", 2) // after the 1 s lease expired
+	workers[first].signal(syscall.SIGCONT)
+	r := <-done
+	if r.status != 200 || content(r.body) != "answer fence1 by "+second {
+		t.Fatalf("first %s second %s: %d %q", first, second, r.status, r.body)
+	}
+	// The resumed worker finds its lease lost when it tries to complete.
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(workers[first].logs(), "lease lost") && !strings.Contains(workers[first].logs(), "result was not stored") {
+		if time.Now().After(deadline) {
+			t.Fatalf("the stopped worker never noticed: %s", workers[first].logs())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// A job no worker can route (their config lacks the model) is refused on
+// every delivery, dead-lettered after max_deliveries, and `queue dlq
+// retry` runs it again once a worker that knows it is up.
+func TestQueueDLQAndRetry(t *testing.T) {
+	srv := redistest.Start(t)
+	up := newUpstream(t)
+	full := queueYAML(srv.URL, up.URL, "in", "")
+	full = strings.Replace(full, "models:\n", "models:\n  - name: z\n    providers: [{provider: a}]\n", 1)
+	in := startProc(t, "ingress", full, "ingress")
+	old := startProc(t, "old", queueYAML(srv.URL, up.URL, "old", ""), "worker")
+	status, body, _ := chat(context.Background(), in.URL, "z", "plain:dead1", false)
+	if status != 502 || !strings.Contains(body, "job_failed") {
+		t.Fatalf("dead job answered %d %s", status, body)
+	}
+	if !strings.Contains(old.logs(), `this worker's config has no model \"z\"`) {
+		t.Fatalf("the old worker did not say why: %s", old.logs())
+	}
+	cfgPath := filepath.Join(t.TempDir(), "cli.yaml")
+	os.WriteFile(cfgPath, []byte(full), 0o644)
+	var out, errb bytes.Buffer
+	if code := run([]string{"queue", "dlq", "list", "--config", cfgPath}, &out, &errb); code != 0 {
+		t.Fatalf("dlq list: %d %s", code, errb.String())
+	}
+	var dead []struct {
+		ID         string `json:"id"`
+		Deliveries int    `json:"deliveries"`
+		Error      string `json:"error"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &dead); err != nil || len(dead) != 1 || dead[0].Deliveries != 3 {
+		t.Fatalf("dlq list %s: %v", out.String(), err)
+	}
+	if strings.Contains(out.String(), "dead1") {
+		t.Fatal("the DLQ envelope shows the prompt")
+	}
+	old.signal(syscall.SIGKILL) // it would refuse the retried job again
+	startProc(t, "new", strings.Replace(full, `X-Worker: "in"`, `X-Worker: "new"`, -1), "worker")
+	out.Reset()
+	if code := run([]string{"queue", "dlq", "retry", dead[0].ID, "--config", cfgPath}, &out, &errb); code != 0 {
+		t.Fatalf("dlq retry: %d %s", code, errb.String())
+	}
+	if w := up.waitCall(t, "dead1", 1); w != "new" {
+		t.Fatalf("retried by %s", w)
+	}
+	out.Reset()
+	run([]string{"queue", "stats", "--config", cfgPath}, &out, &errb)
+	if !strings.Contains(out.String(), `"dlq": 0`) {
+		t.Fatalf("stats after retry: %s", out.String())
+	}
+}
+
+// A client that disconnects cancels its job: the worker stops the
+// upstream call within a second.
+func TestQueueCancellationReachesUpstream(t *testing.T) {
+	srv := redistest.Start(t)
+	up := newUpstream(t)
+	in := startProc(t, "ingress", queueYAML(srv.URL, up.URL, "in", ""), "ingress")
+	startProc(t, "w1", queueYAML(srv.URL, up.URL, "w1", ""), "worker")
+	for _, stream := range []bool{false, true} {
+		id := fmt.Sprintf("hang%v", stream)
+		ctx, cancel := context.WithCancel(context.Background())
+		go chat(ctx, in.URL, "m", "hang:"+id, stream)
+		up.waitCall(t, id, 1)
+		left := time.Now()
+		cancel()
+		deadline := time.Now().Add(3 * time.Second)
+		for {
+			up.mu.Lock()
+			gone, ok := up.gone[id]
+			up.mu.Unlock()
+			if ok {
+				if d := gone.Sub(left); d > time.Second {
+					t.Fatalf("stream=%v: the upstream saw the cancellation after %v", stream, d)
+				}
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("stream=%v: the upstream call was never canceled", stream)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+}
