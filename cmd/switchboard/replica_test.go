@@ -21,17 +21,10 @@ import (
 )
 
 // Real replicas: the test binary re-executes itself as the switchboard
-// binary (TestMain below), so a test can kill -9 or SIGSTOP a worker
-// process exactly as an operator's crash or a stalled VM would.
+// binary (TestMain in crash_test.go), so a test can kill -9 or SIGSTOP a
+// worker process exactly as an operator's crash or a stalled VM would.
 
-const replicaEnv = "SWITCHBOARD_TEST_REPLICA"
-
-func TestMain(m *testing.M) {
-	if os.Getenv(replicaEnv) == "1" {
-		os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
-	}
-	os.Exit(m.Run())
-}
+const replicaEnv = "SWITCHBOARD_TEST_SERVE"
 
 // proc is one switchboard process.
 type proc struct {
