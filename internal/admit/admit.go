@@ -192,6 +192,9 @@ func (c *Controller) Admit(ctx context.Context, ai AttemptInfo) (*Permit, *Refus
 		return nil, &Refusal{Status: 503, Code: CodeOverloaded, Type: "server_error", Scope: ScopeRequest, RetryAfter: 5,
 			Message: "admission state is unavailable; retry later"}
 	}
+	if a.Budgeted && (d.Refused == store.Admitted || d.Refused == store.RefusedBudget) {
+		c.m.budgetUsed.WithLabelValues(id.Label()).Set(usedRatio(d.Spent, a.Budget))
+	}
 	switch d.Refused {
 	case store.RefusedRate:
 		releaseSlot()
@@ -257,6 +260,14 @@ func tooBig(a *store.Admission, q spend.Quote, left int64, resetSecs int) *Refus
 	}
 	return &Refusal{Status: 400, Code: CodeRequestTooCostly, Type: "invalid_request_error", Param: "max_tokens",
 		Scope: ScopeProvider, Message: msg}
+}
+
+// usedRatio is spent/budget; a zero budget is always fully used.
+func usedRatio(spent, budget int64) float64 {
+	if budget <= 0 {
+		return 1
+	}
+	return float64(spent) / float64(budget)
 }
 
 // rateRefusal is the 429 of a refused bucket.

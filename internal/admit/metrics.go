@@ -27,6 +27,11 @@ type metrics struct {
 	settled   *prometheus.CounterVec
 	unpriced  *prometheus.CounterVec
 	settleErr prometheus.Counter
+	// budgetUsed is spent/budget of a budgeted tenant's current window, as
+	// the store reported it (fleet-wide with Redis) at the tenant's latest
+	// admission decision; it is what an alert on a nearly spent budget
+	// reads. Several keys of one tenant share the label: the latest wins.
+	budgetUsed *prometheus.GaugeVec
 }
 
 func newMetrics(reg prometheus.Registerer, gates prometheus.Collector) *metrics {
@@ -53,6 +58,9 @@ func newMetrics(reg prometheus.Registerer, gates prometheus.Collector) *metrics 
 		settleErr: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "switchboard_spend_settle_errors_total", Help: "Settlements the store failed to apply (the reservation stays).",
 		}),
+		budgetUsed: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "switchboard_budget_used_ratio", Help: "Spent (reserved + settled) over budget in the tenant's current window, as of its latest admission decision.",
+		}, []string{"tenant"}),
 	}
 	if reg == nil {
 		return m
@@ -64,6 +72,7 @@ func newMetrics(reg prometheus.Registerer, gates prometheus.Collector) *metrics 
 	m.settled = register(reg, m.settled)
 	m.unpriced = register(reg, m.unpriced)
 	m.settleErr = register(reg, m.settleErr)
+	m.budgetUsed = register(reg, m.budgetUsed)
 	register(reg, gates)
 	return m
 }

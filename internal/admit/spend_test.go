@@ -327,6 +327,31 @@ func TestBudgetZeroFreezes(t *testing.T) {
 	}
 }
 
+// switchboard_budget_used_ratio follows the store's spent/budget at each
+// admission decision, refusals included, for the nearly-spent alert.
+func TestBudgetUsedRatio(t *testing.T) {
+	r := reservation()
+	// A budget of exactly three reservations: two admitted, then the third
+	// fills it, the fourth is refused at a full budget.
+	budget := fmt.Sprintf("%d.%09d", 3*r/1e9, 3*r%1e9)
+	e := setup(t, pricing+budgetKey(budget, ""))
+	id := e.id(t, "sk-b")
+	for i, want := range []float64{1.0 / 3, 2.0 / 3, 1} {
+		if _, ref := e.c.Admit(ctx, attempt(id, "m1")); ref != nil {
+			t.Fatalf("attempt %d refused: %v", i, ref)
+		}
+		if v := value(e.c.m.budgetUsed.WithLabelValues("b")); v < want-1e-9 || v > want+1e-9 {
+			t.Errorf("after admission %d: ratio %v, want %v", i+1, v, want)
+		}
+	}
+	if _, ref := e.c.Admit(ctx, attempt(id, "m1")); ref == nil || ref.Code != CodeBudget {
+		t.Fatalf("fourth attempt = %v, want budget_exceeded", ref)
+	}
+	if v := value(e.c.m.budgetUsed.WithLabelValues("b")); v != 1 {
+		t.Errorf("after the refusal: ratio %v, want 1", v)
+	}
+}
+
 func TestRetainedAttemptsFull(t *testing.T) {
 	e := setup(t, pricing+budgetKey("1", "")+"spend: {max_retained_attempts: 2}\n")
 	id := e.id(t, "sk-b")

@@ -23,6 +23,7 @@ type Metrics struct {
 	ProviderFailure *prometheus.CounterVec
 	QuotaPaused     *prometheus.CounterVec
 	UpstreamTTFT    *prometheus.HistogramVec
+	UpstreamTPS     *prometheus.HistogramVec
 	Probes          *prometheus.CounterVec
 	// Queue counts distributed execution and idempotent replays.
 	Queue QueueCounters
@@ -56,12 +57,16 @@ func New() *Metrics {
 			Name: "switchboard_upstream_ttft_seconds", Help: "Time to first token of upstream streams.",
 			Buckets: []float64{0.1, 0.5, 1, 5, 10, 30, 60, 300},
 		}, []string{"provider", "model"}),
+		UpstreamTPS: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "switchboard_upstream_tokens_per_second", Help: "Completion tokens per second of upstream streams (the provider's own timing when reported).",
+			Buckets: []float64{5, 10, 25, 50, 100, 200, 400, 800, 1600},
+		}, []string{"provider", "model"}),
 		Probes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "switchboard_probes_total", Help: "Background probes by outcome.",
 		}, []string{"model", "provider", "outcome"}),
 	}
 	r.MustRegister(m.Probes, m.Requests, m.RequestDuration, m.InFlight, m.ProviderSuccess, m.ProviderFailure,
-		m.QuotaPaused, m.UpstreamTTFT,
+		m.QuotaPaused, m.UpstreamTTFT, m.UpstreamTPS,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.Queue = newQueueCounters(r)
 	return m

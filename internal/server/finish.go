@@ -12,7 +12,7 @@ import (
 )
 
 // finishStream records a relayed stream's measurement: a routing sample,
-// the TTFT histogram, and the per-request stats line.
+// the TTFT and TPS histograms, and the per-request stats line.
 func (s *Server) finishStream(ctx context.Context, rt *route.Route, res *proxy.Result, st *track.Stream) {
 	defer s.Prober.AfterRequest(rt)
 	settleStream(res, st)
@@ -23,6 +23,9 @@ func (s *Server) finishStream(ctx context.Context, rt *route.Route, res *proxy.R
 	p := res.Candidate.Provider
 	if m.TTFT > 0 {
 		s.Metrics.UpstreamTTFT.WithLabelValues(p, res.Candidate.Model).Observe(m.TTFT.Seconds())
+	}
+	if m.TotalTPS > 0 {
+		s.Metrics.UpstreamTPS.WithLabelValues(p, res.Candidate.Model).Observe(m.TotalTPS)
 	}
 	if m.Tokens > 0 && m.TTFT > 0 {
 		s.Stats.Record(rt.Model.Name, p, route.Sample{TTFT: m.TTFT.Seconds(), TPS: m.TotalTPS, Tokens: m.Tokens})

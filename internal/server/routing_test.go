@@ -254,7 +254,7 @@ func TestMetricsExposition(t *testing.T) {
 	}
 	for _, name := range []string{"switchboard_requests_total", "switchboard_request_duration_seconds", "switchboard_provider_success_total",
 		"switchboard_provider_failure_total", "switchboard_provider_quota_paused_total", "switchboard_upstream_ttft_seconds",
-		"switchboard_inflight_requests", "switchboard_provider_circuit_open"} {
+		"switchboard_upstream_tokens_per_second", "switchboard_inflight_requests", "switchboard_provider_circuit_open"} {
 		if fams[name] == nil {
 			t.Errorf("missing %s", name)
 		}
@@ -264,6 +264,9 @@ func TestMetricsExposition(t *testing.T) {
 	}
 	if !strings.Contains(a.Body, `switchboard_upstream_ttft_seconds_bucket{model="b-model",provider="b",le="0.1"}`) {
 		t.Errorf("ttft histogram buckets wrong:\n%s", grep(a.Body, "ttft"))
+	}
+	if !strings.Contains(a.Body, `switchboard_upstream_tokens_per_second_count{model="b-model",provider="b"} 1`) {
+		t.Errorf("the stream's TPS was not observed:\n%s", grep(a.Body, "tokens_per_second"))
 	}
 }
 
