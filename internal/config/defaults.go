@@ -12,6 +12,8 @@ const (
 	defaultMaxConcurrency      = 256
 	defaultQueueTimeout        = 5 * time.Second
 	defaultPenaltySeconds      = 5
+	defaultBodyTimeout         = 30 * time.Second
+	defaultMaxBufferedBytes    = 512 << 20
 	defaultMaxRetainedAttempts = 100000
 	// DefaultBudgetWindowSecs is budget_window_secs when a key omits it.
 	DefaultBudgetWindowSecs = 86400
@@ -84,6 +86,10 @@ func (l *loader) applyDefaults(c *Config) {
 	dur("limits.queue_timeout", &c.Limits.QueueTimeout, defaultQueueTimeout)
 	num("limits.penalty_seconds", &c.Limits.PenaltySeconds, defaultPenaltySeconds)
 	str("limits.advisory_prefix", &c.Limits.AdvisoryPrefix, DefaultAdvisoryPrefix)
+	dur("limits.body_timeout", &c.Limits.BodyTimeout, defaultBodyTimeout)
+	if !l.has("limits.max_buffered_bytes") {
+		c.Limits.MaxBufferedBytes = defaultMaxBufferedBytes
+	}
 	str("store.backend", &c.Store.Backend, StoreSQLite)
 	str("config.unknown_fields", &c.Config.UnknownFields, UnknownStrict)
 	num("spend.max_retained_attempts", &c.Spend.MaxRetainedAttempts, defaultMaxRetainedAttempts)

@@ -157,6 +157,10 @@ type Timeouts struct {
 	Request Duration `yaml:"request"`
 	// Shutdown bounds graceful draining at exit. Default 30 s, range 0..3600 s.
 	Shutdown Duration `yaml:"shutdown"`
+	// Stream bounds a relayed stream from its send to its end; a stream
+	// still running then is ended with an error event. 0 = off (default),
+	// range 1 s..86400 s.
+	Stream Duration `yaml:"stream"`
 }
 
 // Retries control the attempt loop.
@@ -320,6 +324,20 @@ type Limits struct {
 	// token of at most 64 bytes (X-MultiLLM-RateLimit for MultiLLM's
 	// clients).
 	AdvisoryPrefix string `yaml:"advisory_prefix"`
+	// BodyTimeout bounds reading one request body, from the end of its
+	// headers; a slower body is answered 408. Default 30 s, range
+	// 100 ms..3600 s.
+	BodyTimeout Duration `yaml:"body_timeout"`
+	// MaxConnections caps open client connections; beyond it only /health
+	// and /ready are served (on a few short-lived spare connections).
+	// Default (omitted): half of RLIMIT_NOFILE less a reserve, at least
+	// 64; range 1..10000000.
+	MaxConnections int `yaml:"max_connections"`
+	// MaxBufferedBytes bounds the upstream answers held in memory at once
+	// (unary bodies being read or relayed), gateway-wide; an answer that
+	// does not fit fails its attempt as bad_response. Default 512 MiB,
+	// range 1 MiB..64 GiB.
+	MaxBufferedBytes int64 `yaml:"max_buffered_bytes"`
 }
 
 // Store selects where admission and spend state lives.

@@ -92,6 +92,11 @@ func (l *loader) validateLimits(lim *Limits) {
 	if p := lim.AdvisoryPrefix; p == "" || len(p) > 64 || strings.IndexFunc(p, notTokenChar) >= 0 {
 		l.errAt("limits.advisory_prefix", "must be an HTTP header name of 1 to 64 letters, digits or -, e.g. X-MultiLLM-RateLimit, got %q", p)
 	}
+	l.durRange("limits.body_timeout", lim.BodyTimeout, 100*time.Millisecond, time.Hour)
+	if l.has("limits.max_connections") {
+		l.intRange("limits.max_connections", int64(lim.MaxConnections), 1, 10_000_000)
+	}
+	l.intRange("limits.max_buffered_bytes", lim.MaxBufferedBytes, mib, 64<<30)
 }
 
 // validateRedis checks the redis section. The URL may hold a password, so
@@ -150,6 +155,9 @@ func (l *loader) validateTimeouts(t *Timeouts) {
 	l.durRange("timeouts.write", t.Write, time.Second, day)
 	reqOK := l.durRange("timeouts.request", t.Request, time.Second, day)
 	l.durRange("timeouts.shutdown", t.Shutdown, 0, time.Hour)
+	if t.Stream != 0 { // 0 means off, as when omitted
+		l.durRange("timeouts.stream", t.Stream, time.Second, day)
+	}
 	// ttft 0 means off, as when omitted.
 	if t.TTFT == 0 {
 		return

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -64,28 +65,43 @@ func NewHTTPClient(o ClientOptions) *http.Client {
 // per streamed chunk showed in profiles (3 % of CPU), so a deadline is armed
 // at now+d+d/8 and re-armed only once less than d remains: a silent upstream
 // times out after between d and 1.125·d, never sooner than configured.
+//
+// A write re-arms the read deadline too: the transport keeps a read pending
+// on an idle pooled connection, armed when the last answer ended, so a new
+// request's wait for its answer must be measured from its own send, not
+// from that read's start (else it times out early and is sent twice).
 type deadlineConn struct {
 	net.Conn
-	read, write         time.Duration
-	readLeft, writeLeft time.Time // current deadlines (zero: none armed)
+	read, write time.Duration
+	// current deadlines in Unix ns (0: none armed); the transport reads
+	// and writes from different goroutines.
+	readLeft, writeLeft atomic.Int64
+}
+
+func (c *deadlineConn) armRead(now time.Time) {
+	c.readLeft.Store(now.Add(c.read + c.read/8).UnixNano())
+	_ = c.Conn.SetReadDeadline(now.Add(c.read + c.read/8))
 }
 
 func (c *deadlineConn) Read(b []byte) (int, error) {
 	if c.read > 0 {
-		if now := time.Now(); c.readLeft.Sub(now) < c.read {
-			c.readLeft = now.Add(c.read + c.read/8)
-			_ = c.Conn.SetReadDeadline(c.readLeft)
+		if now := time.Now(); c.readLeft.Load()-now.UnixNano() < int64(c.read) {
+			c.armRead(now)
 		}
 	}
 	return c.Conn.Read(b)
 }
 
 func (c *deadlineConn) Write(b []byte) (int, error) {
+	now := time.Now()
 	if c.write > 0 {
-		if now := time.Now(); c.writeLeft.Sub(now) < c.write {
-			c.writeLeft = now.Add(c.write + c.write/8)
-			_ = c.Conn.SetWriteDeadline(c.writeLeft)
+		if c.writeLeft.Load()-now.UnixNano() < int64(c.write) {
+			c.writeLeft.Store(now.Add(c.write + c.write/8).UnixNano())
+			_ = c.Conn.SetWriteDeadline(now.Add(c.write + c.write/8))
 		}
+	}
+	if c.read > 0 && c.readLeft.Load()-now.UnixNano() < int64(c.read) {
+		c.armRead(now)
 	}
 	return c.Conn.Write(b)
 }

@@ -395,11 +395,11 @@ func (p *Proxy) send(ctx context.Context, c *Call, cand *route.Candidate, req *p
 	resp, sendErr := cand.Send.Send(actx, req)
 	if sendErr != nil {
 		stopWatch()
-		cancel()
 		var perr *provider.Error
 		if !errors.As(sendErr, &perr) {
-			perr = provider.TransportError(actx, sendErr)
+			perr = provider.TransportError(actx, sendErr) // before cancel, as below
 		}
+		cancel()
 		perr = timeout(perr)
 		perr.KeyIndex = req.KeyIndex
 		return nil, perr
@@ -439,14 +439,19 @@ func (p *Proxy) send(ctx context.Context, c *Call, cand *route.Candidate, req *p
 		ev, rerr := rd.Next()
 		if rerr != nil {
 			stopWatch()
+			// Classified before Close, which cancels actx: a read error
+			// read as the client's cancellation would spare the provider.
+			var perr *provider.Error
+			switch {
+			case rerr == io.EOF || errors.Is(rerr, io.ErrUnexpectedEOF):
+				perr = timeout(&provider.Error{Kind: provider.KindTransport, Msg: "stream ended before the first token", Err: errEmptyStream})
+			case errors.Is(rerr, sse.ErrTooLong):
+				perr = &provider.Error{Kind: provider.KindBadResponse, Msg: "stream event too large"}
+			default:
+				perr = timeout(provider.TransportError(actx, rerr))
+			}
 			res.Close()
-			if rerr == io.EOF || errors.Is(rerr, io.ErrUnexpectedEOF) {
-				return nil, timeout(&provider.Error{Kind: provider.KindTransport, Msg: "stream ended before the first token", Err: errEmptyStream})
-			}
-			if errors.Is(rerr, sse.ErrTooLong) {
-				return nil, &provider.Error{Kind: provider.KindBadResponse, Msg: "stream event too large"}
-			}
-			return nil, timeout(provider.TransportError(actx, rerr))
+			return nil, perr
 		}
 		switch gate(&ev) {
 		case Fail:

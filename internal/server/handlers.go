@@ -4,7 +4,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
+	"os"
 	"strings"
 	"time"
 	"unsafe"
@@ -230,20 +232,33 @@ func modelNotFound(name string) *apiError {
 // body is read before anything is sent upstream: Go's HTTP/1 server closes
 // an unread request body once response headers go out, which can tear down
 // a fast upstream stream mid-way (golang/go#40747).
-func readBody(r *http.Request, w http.ResponseWriter, limit int64) ([]byte, *apiError) {
+//
+// The whole body must arrive within timeout of the handler's start
+// (limits.body_timeout), or the answer is 408: a body trickled byte by byte
+// must not hold a connection and a slot for ever.
+func readBody(r *http.Request, w http.ResponseWriter, limit int64, timeout time.Duration) ([]byte, *apiError) {
 	if limit <= 0 {
 		limit = 10 << 20
 	}
 	if r.ContentLength > limit {
 		return nil, tooLarge(limit)
 	}
+	if timeout > 0 && r.ContentLength != 0 {
+		// Unsupported only where the connection is not ours (tests).
+		_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(timeout))
+	}
 	b, err := provider.ReadAllSized(http.MaxBytesReader(w, r.Body, limit), r.ContentLength)
 	if err != nil {
 		var mb *http.MaxBytesError
-		if errors.As(err, &mb) {
+		var ne net.Error
+		switch {
+		case errors.As(err, &mb):
 			return nil, tooLarge(limit)
+		case errors.Is(err, os.ErrDeadlineExceeded) || errors.As(err, &ne) && ne.Timeout():
+			return nil, &apiError{Status: http.StatusRequestTimeout, Type: "invalid_request_error", Code: "body_timeout",
+				Message: fmt.Sprintf("the request body did not arrive within limits.body_timeout (%s)", timeout)}
 		}
-		return nil, errInvalid("could not read the request body: " + err.Error())
+		return nil, errInvalid("could not read the whole request body")
 	}
 	return b, nil
 }
@@ -362,7 +377,7 @@ func (s *Server) prepare(w http.ResponseWriter, r *http.Request, proto Protocol)
 	if snap == nil {
 		return nil
 	}
-	body, aerr := readBody(r, w, snap.Config.Limits.MaxRequestBody)
+	body, aerr := readBody(r, w, snap.Config.Limits.MaxRequestBody, snap.Config.Limits.BodyTimeout.D())
 	if aerr != nil {
 		writeError(w, proto, aerr)
 		return nil

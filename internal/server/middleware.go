@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"io"
 	"log/slog"
 	"net/http"
 	"runtime/debug"
@@ -15,7 +16,12 @@ import (
 
 type ctxKey int
 
-const requestIDKey ctxKey = iota
+const (
+	requestIDKey ctxKey = iota
+	// spareKey marks a request on a connection accepted beyond
+	// limits.max_connections.
+	spareKey
+)
 
 // RequestID returns the request id carried by ctx ("" when none).
 func RequestID(ctx context.Context) string {
@@ -68,6 +74,34 @@ type statusWriter struct {
 	m       *metrics.Metrics
 	path    string
 	start   time.Time
+	// body is the request body as the handler reads it.
+	body *trackedBody
+}
+
+// trackedBody notes whether the request body was read to its end.
+type trackedBody struct {
+	io.ReadCloser
+	done bool
+}
+
+func (b *trackedBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err == io.EOF {
+		b.done = true
+	}
+	return n, err
+}
+
+// unread reports an answer going out before the body was read to its end
+// (a refusal: 401, 404, 405, 408, 413). net/http would then wait to drain
+// the body the client may never send, holding the answer and the
+// connection; closing the connection instead answers at once.
+func (w *statusWriter) unread() bool { return w.body != nil && !w.body.done }
+
+func (w *statusWriter) beforeHeader() {
+	if w.unread() {
+		w.Header().Set("Connection", "close")
+	}
 }
 
 // Answered counts the request in the metrics now, before its answer is
@@ -87,6 +121,7 @@ func (w *statusWriter) Answered() {
 func (w *statusWriter) WriteHeader(code int) {
 	if !w.wrote {
 		w.status, w.wrote = code, true
+		w.beforeHeader()
 	}
 	w.ResponseWriter.WriteHeader(code)
 }
@@ -94,6 +129,7 @@ func (w *statusWriter) WriteHeader(code int) {
 func (w *statusWriter) Write(b []byte) (int, error) {
 	if !w.wrote {
 		w.status, w.wrote = http.StatusOK, true
+		w.beforeHeader()
 	}
 	return w.ResponseWriter.Write(b)
 }
@@ -118,7 +154,18 @@ func (s *Server) wrap(next http.Handler) http.Handler {
 		ctx := context.WithValue(r.Context(), requestIDKey, id)
 		r = r.WithContext(ctx)
 		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK, m: s.Metrics, path: r.URL.Path, start: start}
+		if r.ContentLength != 0 && r.Body != nil && r.Body != http.NoBody {
+			sw.body = &trackedBody{ReadCloser: r.Body}
+			r.Body = sw.body
+		}
 		s.Metrics.InFlight.Inc()
+		defer func() {
+			if sw.unread() {
+				// The connection closes after this answer; a read deadline
+				// now keeps net/http's drain of the rest from waiting on it.
+				_ = http.NewResponseController(w).SetReadDeadline(time.Now())
+			}
+		}()
 		defer func() {
 			if v := recover(); v != nil {
 				if v == http.ErrAbortHandler {
@@ -137,6 +184,17 @@ func (s *Server) wrap(next http.Handler) http.Handler {
 					slog.Duration("duration", time.Since(start)))
 			}
 		}()
+		if spare, _ := ctx.Value(spareKey).(bool); spare {
+			// Over limits.max_connections: health checks only, one
+			// answer per connection.
+			sw.Header().Set("Connection", "close")
+			if r.URL.Path != "/health" && r.URL.Path != "/ready" {
+				writeError(sw, protocolOf(r), &apiError{Status: http.StatusServiceUnavailable, Type: "server_error",
+					Code: "too_many_connections", Message: "the gateway is at limits.max_connections; retry shortly",
+					RetryAfter: time.Second})
+				return
+			}
+		}
 		next.ServeHTTP(sw, r)
 	})
 }

@@ -21,6 +21,7 @@ import (
 	"switchboard/internal/admit"
 	"switchboard/internal/clock"
 	"switchboard/internal/config"
+	"switchboard/internal/connlimit"
 	"switchboard/internal/health"
 	"switchboard/internal/metrics"
 	"switchboard/internal/provider"
@@ -71,6 +72,8 @@ type Server struct {
 	proxy    *proxy.Proxy
 	client   *http.Client
 	draining atomic.Bool
+	// conns caps the listener Serve accepts on (nil before Serve).
+	conns atomic.Pointer[connlimit.Listener]
 
 	mu        sync.Mutex // guards instances during Apply only
 	reloadMu  sync.Mutex // serialises Reload
@@ -161,7 +164,26 @@ func (s *Server) Apply(cfg *config.Config) {
 		snap.metricsHash = &h
 	}
 	s.snap.Store(snap)
+	if l := s.conns.Load(); l != nil {
+		l.SetMax(maxConnections(cfg))
+	}
 }
+
+// maxConnections is limits.max_connections, or the default sized from the
+// descriptor limit when omitted.
+func maxConnections(cfg *config.Config) int {
+	if n := cfg.Limits.MaxConnections; n > 0 {
+		return n
+	}
+	return connlimit.DefaultMax()
+}
+
+// Spare connections beyond limits.max_connections serve /health and /ready
+// only, for at most spareLife each.
+const (
+	spareConns = 32
+	spareLife  = 5 * time.Second
+)
 
 func (s *Server) build(pc *config.Provider) provider.Provider {
 	switch pc.Type {
@@ -193,12 +215,25 @@ func (s *Server) Ready() bool { return s.snap.Load() != nil && !s.draining.Load(
 // lets in-flight requests and streams finish for up to the configured
 // shutdown bound, and returns.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	max := connlimit.DefaultMax()
+	if snap := s.snap.Load(); snap != nil {
+		max = maxConnections(snap.Config)
+	}
+	cl := connlimit.New(ln, max, spareConns, spareLife)
+	s.conns.Store(cl)
+	ln = cl
 	hs := &http.Server{
 		Handler:           s.Handler(),
 		ReadHeaderTimeout: 30 * time.Second,
 		IdleTimeout:       120 * time.Second,
 		ErrorLog:          slog.NewLogLogger(s.Log.Handler(), slog.LevelWarn),
 		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
+		ConnContext: func(c context.Context, nc net.Conn) context.Context {
+			if connlimit.Spare(nc) {
+				return context.WithValue(c, spareKey, true)
+			}
+			return c
+		},
 	}
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()

@@ -1,0 +1,285 @@
+package server
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"switchboard/internal/config"
+)
+
+// served is a Server behind Serve itself (its listener cap, its body and
+// header bounds), as the binary runs it.
+type served struct {
+	*Server
+	addr string
+}
+
+func startServed(t *testing.T, yaml string) *served {
+	t.Helper()
+	cfg, err := config.Parse([]byte(yaml), "t.yaml")
+	if err != nil {
+		t.Fatalf("config: %v", err)
+	}
+	s := New(slog.New(slog.NewTextHandler(io.Discard, nil)), nil, nil)
+	s.Apply(cfg)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = s.Serve(ctx, ln); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return &served{Server: s, addr: ln.Addr().String()}
+}
+
+// raw sends head (and any body bytes) on a new connection and returns it.
+func (g *served) raw(t *testing.T, head string) net.Conn {
+	t.Helper()
+	c, err := net.Dial("tcp", g.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	if head != "" {
+		if _, err := io.WriteString(c, head); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return c
+}
+
+// answerOn reads one response from c within d; ok is false when none came.
+func answerOn(c net.Conn, d time.Duration) (status int, closed bool, ok bool) {
+	_ = c.SetReadDeadline(time.Now().Add(d))
+	br := bufio.NewReader(c)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		return 0, false, false
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	// The server closes the connection after the answer: the next read
+	// sees EOF at once rather than waiting for the deadline.
+	_, err = br.ReadByte()
+	return resp.StatusCode, err == io.EOF || resp.Close && err != nil && !isTimeout(err), true
+}
+
+func isTimeout(err error) bool {
+	ne, ok := err.(net.Error)
+	return ok && ne.Timeout()
+}
+
+const hardenYAML = `providers:
+  a: {type: mock, mock: {tokens: 3}}
+models:
+  - name: m
+    providers: [{provider: a}]
+auth: {token: secret-token}
+limits:
+  max_request_body: 2048
+  body_timeout: 0.3
+`
+
+// TestRefusalBeforeBodyAnswersAtOnce: a request refused before its body is
+// read (401, 404, 405, 413) is answered at once and its connection closed,
+// even when the client declared a body it never sends.
+func TestRefusalBeforeBodyAnswersAtOnce(t *testing.T) {
+	g := startServed(t, hardenYAML)
+	tests := []struct {
+		name string
+		head string
+		want int
+	}{
+		{"401 without a key", "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n{", 401},
+		{"404 unknown path", "POST /v1/nothing HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n{", 404},
+		{"405 wrong method", "PUT /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer secret-token\r\nContent-Length: 1000\r\n\r\n{", 405},
+		{"413 declared too large", "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer secret-token\r\nContent-Length: 100000\r\n\r\n{", 413},
+		{"413 chunked body over the limit", "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer secret-token\r\nTransfer-Encoding: chunked\r\n\r\n" +
+			"1000\r\n" + strings.Repeat("x", 4096) + "\r\n", 413},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			c := g.raw(t, tc.head)
+			status, closed, ok := answerOn(c, 3*time.Second)
+			if !ok || status != tc.want || !closed {
+				t.Fatalf("answer %v, status %d (want %d), connection closed %v", ok, status, tc.want, closed)
+			}
+		})
+	}
+}
+
+// TestBodyTimeout: an authenticated body trickled too slowly is answered
+// 408 once limits.body_timeout passes, and the connection closed.
+func TestBodyTimeout(t *testing.T) {
+	g := startServed(t, hardenYAML)
+	c := g.raw(t, "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer secret-token\r\nContent-Length: 60\r\n\r\n{")
+	go func() { // one byte per 100 ms: alive, never done in time
+		for range 20 {
+			time.Sleep(100 * time.Millisecond)
+			if _, err := c.Write([]byte(" ")); err != nil {
+				return
+			}
+		}
+	}()
+	status, closed, ok := answerOn(c, 3*time.Second)
+	if !ok || status != http.StatusRequestTimeout || !closed {
+		t.Fatalf("answer %v, status %d, closed %v; want 408 and a closed connection", ok, status, closed)
+	}
+	// A body that arrives in time is served as usual.
+	body := `{"model":"m","messages":[{"role":"user","content":"hi"}]}`
+	req, _ := http.NewRequest(http.MethodPost, "http://"+g.addr+"/v1/chat/completions", strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer secret-token")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("normal request: %v %v", err, resp)
+	}
+	resp.Body.Close()
+}
+
+// TestMaxConnections: at limits.max_connections, /health and /ready still
+// answer on spare connections, other paths get 503 at once, and
+// connections beyond the spares are closed at accept instead of held.
+func TestMaxConnections(t *testing.T) {
+	g := startServed(t, hardenYAML+"  max_connections: 3\n")
+	idle := make([]net.Conn, 3)
+	for i := range idle {
+		idle[i] = g.raw(t, "")
+	}
+	waitFor(t, func() bool { n, _ := g.conns.Load().Open(); return n == 3 })
+
+	for _, path := range []string{"/health", "/ready"} {
+		c := g.raw(t, "GET "+path+" HTTP/1.1\r\nHost: x\r\n\r\n")
+		if status, closed, ok := answerOn(c, 3*time.Second); !ok || status != 200 || !closed {
+			t.Fatalf("%s at the cap: answer %v, status %d, closed %v", path, ok, status, closed)
+		}
+	}
+	c := g.raw(t, "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer secret-token\r\nContent-Length: 2\r\n\r\n{}")
+	if status, closed, ok := answerOn(c, 3*time.Second); !ok || status != 503 || !closed {
+		t.Fatalf("chat at the cap: answer %v, status %d, closed %v", ok, status, closed)
+	}
+
+	// Fill the spares too: the next connection is closed by the server.
+	for range spareConns {
+		g.raw(t, "")
+	}
+	waitFor(t, func() bool { _, n := g.conns.Load().Open(); return n == spareConns })
+	over := g.raw(t, "")
+	_ = over.SetReadDeadline(time.Now().Add(3 * time.Second))
+	if _, err := over.Read(make([]byte, 1)); err == nil || isTimeout(err) {
+		t.Fatalf("a connection beyond the cap and spares was held open: %v", err)
+	}
+
+	// Below the cap again, requests are served.
+	for _, c := range idle {
+		c.Close()
+	}
+	waitFor(t, func() bool { n, _ := g.conns.Load().Open(); return n < 3 })
+	req, _ := http.NewRequest(http.MethodPost, "http://"+g.addr+"/v1/chat/completions", strings.NewReader(chatBody))
+	req.Header.Set("Authorization", "Bearer secret-token")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("after the flood: %v %v", err, resp)
+	}
+	resp.Body.Close()
+}
+
+// countingUpstream is an OpenAI-compatible upstream whose answer is made
+// by serve; it counts the calls it gets.
+func countingUpstream(t *testing.T, serve func(n int64, w http.ResponseWriter, r *http.Request)) (*httptest.Server, *atomic.Int64) {
+	t.Helper()
+	var calls atomic.Int64
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		serve(calls.Add(1), w, r)
+	}))
+	t.Cleanup(up.Close)
+	return up, &calls
+}
+
+const chatAnswer = `{"id":"x","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"ok"},"finish_reason":"stop"}],"usage":{"prompt_tokens":1,"completion_tokens":1,"total_tokens":2}}`
+
+func hardenUpstreamYAML(url, extra string) string {
+	return fmt.Sprintf(`providers:
+  up: {type: openai, base_url: %s/v1, api_key: sk-upstream-secret-123}
+models:
+  - name: m
+    providers: [{provider: up}]
+retries: {max_attempts: 2, max_rounds: 1, backoff_base: 0.01, max_backoff: 0.05}
+`, url) + extra
+}
+
+// TestPooledConnectionWaitsFromItsOwnRequest: with timeouts.read 1 s, an
+// upstream taking 0.35 s and two requests 0.9 s apart on one pooled
+// connection, the second must not time out early (measured from the first
+// answer's end) and be sent twice.
+func TestPooledConnectionWaitsFromItsOwnRequest(t *testing.T) {
+	up, calls := countingUpstream(t, func(_ int64, w http.ResponseWriter, r *http.Request) {
+		time.Sleep(350 * time.Millisecond)
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, chatAnswer)
+	})
+	g := startGateway(t, hardenUpstreamYAML(up.URL, "timeouts: {read: 1}\n"))
+	for i := range 2 {
+		if i > 0 {
+			time.Sleep(900 * time.Millisecond)
+		}
+		if a := g.post("/v1/chat/completions", chatBody); a.Status != 200 {
+			t.Fatalf("request %d: %d %s", i, a.Status, a.Body)
+		}
+	}
+	if n := calls.Load(); n != 2 {
+		t.Fatalf("upstream got %d calls for 2 requests", n)
+	}
+}
+
+// TestSilentStreamIsATimeout: a stream that sends its headers and then
+// nothing is a timeout of that provider (retried, counted by its breaker),
+// not a client disconnect.
+func TestSilentStreamIsATimeout(t *testing.T) {
+	up, calls := countingUpstream(t, func(n int64, w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.WriteHeader(200)
+		w.(http.Flusher).Flush()
+		if n == 1 {
+			<-r.Context().Done() // silent until the gateway gives up
+			return
+		}
+		_, _ = io.WriteString(w, "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"ok\"}}]}\n\ndata: [DONE]\n\n")
+	})
+	g := startGateway(t, hardenUpstreamYAML(up.URL, "timeouts: {read: 1}\n"))
+	a := g.post("/v1/chat/completions", streamBody)
+	if a.Status != 200 || !strings.Contains(a.Body, "[DONE]") {
+		t.Fatalf("status %d: %s", a.Status, a.Body)
+	}
+	if n := calls.Load(); n != 2 {
+		t.Fatalf("upstream got %d calls, want the silent one retried once", n)
+	}
+	if st := g.Health.Status("up"); st.Errors != 1 {
+		t.Fatalf("breaker saw %d failures, want 1", st.Errors)
+	}
+	m := g.get("/metrics").Body
+	if !strings.Contains(m, `switchboard_provider_failure_total{model="m",provider="up",reason="timeout"} 1`) {
+		t.Fatalf("failure not counted as a timeout:\n%s", grepLines(m, "provider_failure"))
+	}
+}
+
+func grepLines(s, sub string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
+}
