@@ -57,6 +57,7 @@ func (l *loader) applyDefaults(c *Config) {
 	dur("retries.backoff_base", &r.BackoffBase, 2*time.Second)
 	num("retries.max_rounds", &r.MaxRounds, 3)
 	dur("retries.max_backoff", &r.MaxBackoff, 60*time.Second)
+	str("retries.on_429", &r.On429, On429Pause)
 
 	str("logging.level", &c.Logging.Level, "info")
 	str("logging.format", &c.Logging.Format, "text")

@@ -173,6 +173,12 @@ type Retries struct {
 	MaxRounds int `yaml:"max_rounds"`
 	// MaxBackoff caps any single wait, stated or computed. Default 60 s, range 1 ms..86400 s.
 	MaxBackoff Duration `yaml:"max_backoff"`
+	// On429 is what an upstream 429 does: pause (default; LLM Proxy's
+	// rule) pauses the provider until its stated reset and falls through
+	// to the next one; retry (llmshim's rule) retries the same provider
+	// after the stated wait (else the backoff), up to MaxAttempts, without
+	// pausing it, for a single-provider deployment.
+	On429 string `yaml:"on_429"`
 }
 
 // Logging selects slog's level and handler.
@@ -442,6 +448,12 @@ type FileOptions struct {
 
 // DefaultAdvisoryPrefix is limits.advisory_prefix when omitted.
 const DefaultAdvisoryPrefix = "X-Switchboard-RateLimit"
+
+// retries.on_429 values.
+const (
+	On429Pause = "pause"
+	On429Retry = "retry"
+)
 
 // Unknown-field policies (config.unknown_fields).
 const (

@@ -39,6 +39,7 @@ func (l *loader) validate(c *Config) {
 	l.validateRetries(&c.Retries)
 	l.oneOf("logging.level", c.Logging.Level, logLevels)
 	l.oneOf("logging.format", c.Logging.Format, logFormats)
+	l.oneOf("retries.on_429", c.Retries.On429, []string{On429Pause, On429Retry})
 	l.oneOf("config.unknown_fields", c.Config.UnknownFields, []string{UnknownStrict, UnknownWarn})
 
 	tl := &c.Metrics.TPSLog

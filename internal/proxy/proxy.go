@@ -47,6 +47,11 @@ type Options struct {
 	Inspect bool
 	// DefaultPause applies to quota answers without a stated reset.
 	DefaultPause time.Duration
+	// Retry429 (retries.on_429: retry) retries an upstream 429 on the same
+	// provider after its stated wait (else the backoff), as llmshim does,
+	// instead of pausing the provider and falling through. 402 and
+	// quota-flavoured 403 answers still pause.
+	Retry429 bool
 }
 
 // Call is one client request.
@@ -255,16 +260,22 @@ func (p *Proxy) tryProvider(ctx context.Context, c *Call, cand *route.Candidate,
 			p.observe(cand, health.Neutral)
 			return nil, true, false
 		}
-		if q, ok := health.Quota(perr.Status, perr.Body); ok && perr.Kind == provider.KindHTTP {
+		retry429 := c.Opts.Retry429 && perr.Kind == provider.KindHTTP && perr.Status == http.StatusTooManyRequests
+		if q, ok := health.Quota(perr.Status, perr.Body); ok && perr.Kind == provider.KindHTTP && !retry429 {
 			p.pause(cand, perr, q, c.Opts.DefaultPause)
 			p.observe(cand, health.Neutral)
 			return nil, false, false
 		}
-		if !perr.Retryable() {
+		if retry429 {
+			// The provider is alive and asking for less: not a breaker
+			// failure, and no pause, so the same provider is tried again.
+			p.observe(cand, health.Neutral)
+		} else if !perr.Retryable() {
 			p.observe(cand, health.Neutral)
 			return nil, false, perr.Kind == provider.KindHTTP && perr.Status >= 400 && perr.Status < 500
+		} else {
+			p.observe(cand, health.Failure)
 		}
-		p.observe(cand, health.Failure)
 		if reason == "ttft_timeout" || reason == "stream_error" {
 			return nil, false, false // fall back at once: this provider is slow or broken now
 		}
@@ -275,7 +286,11 @@ func (p *Proxy) tryProvider(ctx context.Context, c *Call, cand *route.Candidate,
 			return nil, false, false // its circuit just opened; others may serve
 		}
 		wait := p.backoff(attempt, c.Opts)
-		if d, ok := health.StatedWait(perr.Header, nil, p.Clock.Now()); ok {
+		var body []byte
+		if retry429 {
+			body = perr.Body // a 429's JSON may state its reset (retry_after_ms, reset_at)
+		}
+		if d, ok := health.StatedWait(perr.Header, body, p.Clock.Now()); ok {
 			wait = min(d, c.Opts.MaxBackoff)
 		}
 		if p.Clock.Now().Add(wait).After(deadline) {

@@ -347,6 +347,7 @@ func options(cfg *config.Config, m *config.Model, ep provider.Endpoint) proxy.Op
 		Deadline:     cfg.Timeouts.Request.D(),
 		Inspect:      inspect,
 		DefaultPause: time.Duration(cfg.Performance.QuotaPauseDefaultSeconds) * time.Second,
+		Retry429:     cfg.Retries.On429 == config.On429Retry,
 	}
 	if inspect {
 		o.TTFT = cfg.TTFTFor(m)

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/tidwall/gjson"
@@ -28,5 +29,46 @@ limits: {advisory_headers: true, advisory_prefix: X-MultiLLM-RateLimit}
 	if r.Status != 429 || gjson.Get(r.Body, "error.code").String() != "rate_limit_exceeded" ||
 		r.Header.Get("X-MultiLLM-RateLimit-Remaining") != "0" || r.Header.Get("X-MultiLLM-RateLimit-Reset") != r.Header.Get("Retry-After") {
 		t.Fatalf("refusal: %d %v", r.Status, r.Header)
+	}
+}
+
+// TestOn429 compares the two rules for an upstream 429 (the first answers
+// of provider a are 429 with a stated 20 ms reset): pause (default) pauses
+// a and falls through to b at once; retry (llmshim's rule) retries a after
+// the stated wait, up to max_attempts, without pausing it, then falls
+// through.
+func TestOn429(t *testing.T) {
+	base := `providers:
+  a: {type: mock, mock: {tokens: 3, fail_first: FAILS, fail_status: 429, fail_headers: {x-ratelimit-reset-requests: 20ms}}}
+  b: {type: mock, mock: {tokens: 3}}
+models:
+  - name: m
+    providers: [{provider: a}, {provider: b}]
+`
+	tests := []struct {
+		name, fails, retries string
+		served               string
+		callsA               int64
+		pausedA              bool
+	}{
+		{"pause is the default", "1", "retries: {max_attempts: 3}\n", "b", 1, true},
+		{"retry serves from the same provider", "2", "retries: {max_attempts: 3, on_429: retry}\n", "a", 3, false},
+		{"retry stops at max_attempts", "5", "retries: {max_attempts: 2, max_rounds: 1, on_429: retry}\n", "b", 2, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g := startGateway(t, strings.Replace(base, "FAILS", tt.fails, 1)+tt.retries)
+			a := g.post("/v1/chat/completions", chatBody)
+			if a.Status != 200 || a.Header.Get("X-Switchboard-Provider") != tt.served {
+				t.Fatalf("%d served by %q: %s", a.Status, a.Header.Get("X-Switchboard-Provider"), a.Body)
+			}
+			if n := g.mock("a").Calls(); n != tt.callsA {
+				t.Fatalf("provider a got %d calls, want %d", n, tt.callsA)
+			}
+			st := g.Health.Status("a")
+			if paused := !st.PausedUntil.IsZero(); paused != tt.pausedA || st.CircuitOpen {
+				t.Fatalf("a paused=%v circuit=%v", paused, st.CircuitOpen)
+			}
+		})
 	}
 }
