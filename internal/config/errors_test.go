@@ -18,7 +18,7 @@ func TestErrors(t *testing.T) {
 		{"unknown top-level field", minimal + "retry:\n  max_attempts: 3\n",
 			[]want{{"t.yaml:7: retry", "unknown field (known: providers, models, timeouts"}}},
 		{"unknown nested field", minimal + "retries:\n  max_attempt: 3\n",
-			[]want{{"t.yaml:8: retries.max_attempt", "unknown field (known: max_attempts, backoff_base, max_rounds, max_backoff)"}}},
+			[]want{{"t.yaml:8: retries.max_attempt", "unknown field (known: max_attempts, backoff_base, max_rounds, max_backoff, on_429)"}}},
 		{"unknown field in model provider entry", `providers:
   p: {base_url: "https://p.example", api_key: k}
 models:

@@ -64,7 +64,7 @@ func TestLoadFull(t *testing.T) {
 
 		{"timeouts", c.Timeouts, Timeouts{Open: sec(10), Read: sec(120), Write: sec(45), TTFT: sec(15),
 			Request: sec(120), Shutdown: Duration(500 * time.Millisecond)}},
-		{"retries", c.Retries, Retries{MaxAttempts: 4, MaxRounds: 2, BackoffBase: Duration(250 * time.Millisecond), MaxBackoff: sec(30)}},
+		{"retries", c.Retries, Retries{MaxAttempts: 4, MaxRounds: 2, BackoffBase: Duration(250 * time.Millisecond), MaxBackoff: sec(30), On429: On429Pause}},
 		{"logging", c.Logging, Logging{Level: "debug", Format: "json"}},
 		{"tracking", c.Tracking.On(), false},
 		{"tracking responses", c.Tracking.Responses, true},
@@ -98,7 +98,7 @@ func TestDefaults(t *testing.T) {
 		got, want any
 	}{
 		{"timeouts", c.Timeouts, Timeouts{Open: sec(30), Read: sec(300), Write: sec(60), Request: sec(600), Shutdown: sec(30)}},
-		{"retries", c.Retries, Retries{MaxAttempts: 3, BackoffBase: sec(2), MaxRounds: 3, MaxBackoff: sec(60)}},
+		{"retries", c.Retries, Retries{MaxAttempts: 3, BackoffBase: sec(2), MaxRounds: 3, MaxBackoff: sec(60), On429: On429Pause}},
 		{"logging", c.Logging, Logging{Level: "info", Format: "text"}},
 		{"tracking", c.Tracking.On(), true},
 		{"tps", c.Metrics.TPSLog, TPSLog{Interval: ptr(sec(5)), ActivityWindow: sec(10), EvalWindow: sec(60), MinTokens: ptr(500)}},
