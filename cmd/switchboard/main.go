@@ -109,6 +109,9 @@ func check(args []string, stdout, stderr io.Writer) int {
 	for _, w := range cfg.Warnings {
 		fmt.Fprintln(stdout, "warning:", w)
 	}
+	for _, w := range admit.BudgetWarnings(cfg) {
+		fmt.Fprintln(stdout, "warning:", w)
+	}
 	fmt.Fprintf(stdout, "%s: ok (%d providers, %d models)\n", *path, len(cfg.Providers), len(cfg.Models))
 	return 0
 }
@@ -267,10 +270,14 @@ func serve(args []string, stderr io.Writer) int {
 }
 
 // logWarnings logs what the config loader let pass but an operator should
-// see (unknown fields under config.unknown_fields: warn).
+// see (unknown fields under config.unknown_fields: warn; route entries
+// that budgeted keys cannot use).
 func logWarnings(log *slog.Logger, cfg *config.Config) {
 	for _, w := range cfg.Warnings {
 		log.Warn("config: ignored", "problem", w)
+	}
+	for _, w := range admit.BudgetWarnings(cfg) {
+		log.Warn("config: budgeted keys cannot use a provider", "problem", w)
 	}
 }
 

@@ -158,6 +158,7 @@ func (c *Controller) Admit(ctx context.Context, ai AttemptInfo) (*Permit, *Refus
 			a.HoldRemaining, hold.Unpriced = true, true
 		default:
 			c.m.rejected.WithLabelValues(ai.Provider, ReasonUnpriceable).Inc()
+			c.m.skipped.WithLabelValues(ai.Provider, ai.Model, CodeUnpriceable).Inc()
 			return nil, &Refusal{Status: 400, Code: CodeUnpriceable, Type: "invalid_request_error", Param: "model",
 				Scope: ScopeProvider, Message: fmt.Sprintf("the cost of this request to %s cannot be bounded under your budget: %s; "+
 					"use a model with a known price and output limit, drop the unbounded control, or ask for budget_allow_unpriced",
@@ -207,6 +208,7 @@ func (c *Controller) Admit(ctx context.Context, ai AttemptInfo) (*Permit, *Refus
 		c.m.rejected.WithLabelValues(ai.Provider, ReasonBudget).Inc()
 		ra := retryAfter(d.Wait)
 		if left := a.Budget - d.Spent; left > 0 && !a.HoldRemaining {
+			c.m.skipped.WithLabelValues(ai.Provider, ai.Model, CodeRequestTooCostly).Inc()
 			return nil, tooBig(a, q, left, ra)
 		}
 		return nil, &Refusal{Status: 429, Code: CodeBudget, Type: "insufficient_quota", Scope: ScopeRequest, RetryAfter: ra,

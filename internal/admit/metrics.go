@@ -26,6 +26,7 @@ type metrics struct {
 	reserved  *prometheus.GaugeVec
 	settled   *prometheus.CounterVec
 	unpriced  *prometheus.CounterVec
+	skipped   *prometheus.CounterVec
 	settleErr prometheus.Counter
 	// budgetUsed is spent/budget of a budgeted tenant's current window, as
 	// the store reported it (fleet-wide with Redis) at the tenant's latest
@@ -55,6 +56,10 @@ func newMetrics(reg prometheus.Registerer, gates prometheus.Collector) *metrics 
 		unpriced: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "switchboard_unpriced_under_cap_total", Help: "Unpriceable attempts admitted under a budget by holding the remaining balance.",
 		}, []string{"provider", "model"}),
+		skipped: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "switchboard_budget_skipped_total",
+			Help: "Provider entries passed over for a budgeted key: reason unpriceable_under_budget (cost cannot be bounded) or request_exceeds_budget.",
+		}, []string{"provider", "model", "reason"}),
 		settleErr: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "switchboard_spend_settle_errors_total", Help: "Settlements the store failed to apply (the reservation stays).",
 		}),
@@ -71,6 +76,7 @@ func newMetrics(reg prometheus.Registerer, gates prometheus.Collector) *metrics 
 	m.reserved = register(reg, m.reserved)
 	m.settled = register(reg, m.settled)
 	m.unpriced = register(reg, m.unpriced)
+	m.skipped = register(reg, m.skipped)
 	m.settleErr = register(reg, m.settleErr)
 	m.budgetUsed = register(reg, m.budgetUsed)
 	register(reg, gates)

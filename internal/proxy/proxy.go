@@ -142,6 +142,16 @@ type Failure struct {
 	// Refusal is the gateway's own refusal that ended the request
 	// (caller's rate limit or budget); it is the answer.
 	Refusal *admit.Refusal
+	// Skipped lists the providers the gateway itself passed over (a
+	// provider-scoped refusal: unpriceable under the budget, the request's
+	// reservation, the provider's own buckets or slots), in order.
+	Skipped []Skip
+}
+
+// Skip is one provider the gateway refused to send to.
+type Skip struct {
+	Provider, Model string
+	Refusal         *admit.Refusal
 }
 
 // Proxy runs attempt loops.
@@ -231,6 +241,12 @@ func (p *Proxy) tryProvider(ctx context.Context, c *Call, cand *route.Candidate,
 			f.Attempts = append(f.Attempts, Attempt{cand.Provider, ref.Status, ref.Code})
 			f.Refusal = ref
 			if ref.Scope == admit.ScopeProvider {
+				f.Skipped = append(f.Skipped, Skip{cand.Provider, cand.Model, ref})
+				if p.Log != nil {
+					p.Log.LogAttrs(ctx, slog.LevelDebug, "provider skipped", slog.String("provider", cand.Provider),
+						slog.String("model", cand.Model), slog.String("reason", ref.Code), slog.String("tenant", c.Identity.Label()),
+						slog.String("why", ref.Message))
+				}
 				// A distinct provider may still have room; another round
 				// would only meet the same bucket, so it counts as final.
 				return nil, false, true
