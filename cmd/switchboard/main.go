@@ -196,6 +196,13 @@ func serve(args []string, stderr io.Writer) int {
 	defer st.Close()
 	srv := server.New(log, nil, nil)
 	srv.Admission = admit.New(st, clock.Real{}, srv.Metrics.Registry)
+	idem, closeIdem, err := openIdempotency(cfg, st)
+	if err != nil {
+		log.Error("cannot open the idempotency store", "error", err.Error())
+		return 1
+	}
+	defer closeIdem()
+	srv.SetIdempotency(idem)
 	if rs, ok := st.(*store.Redis); ok {
 		// A fleet: provider health is shared too (see docs/fleet.md).
 		srv.JoinFleet(rs)

@@ -11,8 +11,10 @@ import (
 	"time"
 
 	"switchboard/internal/config"
+	"switchboard/internal/idempotency"
 	"switchboard/internal/queue"
 	"switchboard/internal/server"
+	"switchboard/internal/store"
 )
 
 // openQueue connects to cfg's queue namespace; a namespace in another
@@ -151,4 +153,23 @@ func queueCmd(args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintln(stderr, queueUsage)
 	return 2
+}
+
+// openIdempotency picks the Idempotency-Key store: Redis when the fleet
+// shares Redis (the queue's client in queue mode), else the SQLite store's
+// file, else memory.
+func openIdempotency(cfg *config.Config, st store.Store) (idempotency.Store, func(), error) {
+	lim := server.IdempotencyLimits(cfg)
+	if cfg.Redis.Enabled() {
+		c, err := queue.Dial(cfg.Redis.URL, cfg.Redis.CommandTimeout.D(), cfg.Redis.ConnectTimeout.D(), 32)
+		if err != nil {
+			return nil, nil, err
+		}
+		return idempotency.NewRedis(c, lim), func() { c.Close() }, nil
+	}
+	if db := store.SQLiteDB(st); db != nil {
+		s, err := idempotency.NewSQLite(db, lim, nil)
+		return s, func() {}, err
+	}
+	return idempotency.NewMemory(lim, nil), func() {}, nil
 }

@@ -484,19 +484,21 @@ func (s *Server) inference(ep provider.Endpoint) http.HandlerFunc {
 		if ep == provider.Embeddings {
 			in.stream = false
 		}
-		if s.queued(r) {
-			s.dispatch(w, r, OpenAI, ep, in)
-			return
-		}
-		call := s.call(r, in, ep, in.body)
-		res, fail := s.proxy.Do(r.Context(), call)
-		if fail != nil {
-			s.failed(w, r, OpenAI, in, fail)
-			return
-		}
-		defer res.Close()
-		s.advise(w, in, res)
-		s.relay(w, r, res, ep, in.rt, call.Opts.Inspect || call.Meter)
+		s.idempotent(w, r, OpenAI, in, func(w http.ResponseWriter) {
+			if s.queued(r) {
+				s.dispatch(w, r, OpenAI, ep, in)
+				return
+			}
+			call := s.call(r, in, ep, in.body)
+			res, fail := s.proxy.Do(r.Context(), call)
+			if fail != nil {
+				s.failed(w, r, OpenAI, in, fail)
+				return
+			}
+			defer res.Close()
+			s.advise(w, in, res)
+			s.relay(w, r, res, ep, in.rt, call.Opts.Inspect || call.Meter)
+		})
 	}
 }
 

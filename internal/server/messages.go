@@ -21,16 +21,23 @@ func (s *Server) handleMessages(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer in.release()
-	model, rt := in.model, in.rt
 	chat, err := translate.MessagesToChat(in.body)
 	if err != nil {
 		writeError(w, Anthropic, errInvalid(err.Error()))
 		return
 	}
-	if s.queued(r) {
-		s.dispatch(w, r, Anthropic, provider.Messages, in)
-		return
-	}
+	s.idempotent(w, r, Anthropic, in, func(w http.ResponseWriter) {
+		if s.queued(r) {
+			s.dispatch(w, r, Anthropic, provider.Messages, in)
+			return
+		}
+		s.messagesLocal(w, r, in, chat)
+	})
+}
+
+// messagesLocal runs a Messages request here and writes its answer.
+func (s *Server) messagesLocal(w http.ResponseWriter, r *http.Request, in *incoming, chat []byte) {
+	model, rt := in.model, in.rt
 	call := s.call(r, in, provider.Chat, chat)
 	call.Native = in.body
 	res, fail := s.proxy.Do(r.Context(), call)

@@ -13,6 +13,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"switchboard/internal/config"
+	"switchboard/internal/idempotency"
 	"switchboard/internal/queue"
 	"switchboard/internal/store/redistest"
 )
@@ -47,6 +48,7 @@ func startQueued(t *testing.T, srv *redistest.Server, yaml string, roles ...Role
 		}
 		t.Cleanup(func() { c.Close() })
 		s := New(log, nil, nil)
+		s.SetIdempotency(idempotency.NewRedis(c, IdempotencyLimits(cfg)))
 		s.Apply(cfg)
 		ctx, cancel := context.WithCancel(context.Background())
 		wait := s.StartQueue(ctx, queue.New(c, QueueOptions(cfg)), role)

@@ -23,6 +23,7 @@ import (
 	"switchboard/internal/config"
 	"switchboard/internal/connlimit"
 	"switchboard/internal/health"
+	"switchboard/internal/idempotency"
 	"switchboard/internal/metrics"
 	"switchboard/internal/provider"
 	"switchboard/internal/provider/anthropic"
@@ -67,6 +68,7 @@ type Server struct {
 	snap atomic.Pointer[Snapshot]
 	// queueing is distributed execution (nil with queue.mode off).
 	queueing *Queueing
+	idem     idempotency.Store
 	jobMux   sync.Once
 	jobH     http.Handler
 	proxy    *proxy.Proxy
@@ -141,6 +143,9 @@ func (s *Server) Apply(cfg *config.Config) {
 		DefaultPause: time.Duration(cfg.Performance.QuotaPauseDefaultSeconds) * time.Second})
 	if s.Admission == nil {
 		s.Admission = admit.New(store.NewMemory(), s.Clock, s.Metrics.Registry)
+	}
+	if s.idem == nil {
+		s.idem = idempotency.NewMemory(IdempotencyLimits(cfg), nil)
 	}
 	if s.proxy.Admission != s.Admission {
 		s.proxy.Admission = s.Admission // once, before the first request

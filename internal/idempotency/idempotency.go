@@ -1,0 +1,89 @@
+// Package idempotency stores answers by Idempotency-Key so that a repeated
+// request is answered from the stored copy without calling a provider. A
+// key is claimed before the first request runs, so concurrent duplicates
+// wait for the first instead of running too (one upstream call). Three
+// stores implement the same claim/finish/release protocol atomically:
+// memory, SQLite (its own table in the store's file) and Redis (Lua).
+package idempotency
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"time"
+)
+
+// State is what a claim found.
+type State int
+
+const (
+	// Fresh: the caller owns the key now and must Finish or Release it.
+	Fresh State = iota
+	// Replay: a stored answer for the same body.
+	Replay
+	// Conflict: the key was used with a different body.
+	Conflict
+	// Pending: the first request with this key is still running.
+	Pending
+)
+
+// Record is a stored answer: status, the headers worth replaying and the
+// body (a stream's whole event bytes).
+type Record struct {
+	Status int         `json:"status"`
+	Header http.Header `json:"header,omitempty"`
+	Body   []byte      `json:"-"`
+}
+
+// Encode renders r as one JSON line then the raw body.
+func (r *Record) Encode() []byte {
+	meta, _ := json.Marshal(r)
+	return append(append(meta, '\n'), r.Body...)
+}
+
+// Decode reads an encoded record.
+func Decode(b []byte) (*Record, error) {
+	i := bytes.IndexByte(b, '\n')
+	if i < 0 {
+		return nil, errors.New("idempotency: malformed record")
+	}
+	var r Record
+	if err := json.Unmarshal(b[:i], &r); err != nil {
+		return nil, err
+	}
+	r.Body = b[i+1:]
+	return &r, nil
+}
+
+// Limits bound a store.
+type Limits struct {
+	TTL        time.Duration // a stored answer's life
+	MaxEntries int
+	MaxBytes   int64 // one answer
+	MaxTotal   int64 // all answers
+}
+
+// Store is one backend.
+type Store interface {
+	// Claim looks key up with the request body's hash; on Fresh the caller
+	// holds the key (with token) for at most pending.
+	Claim(ctx context.Context, key, hash string, pending time.Duration) (State, *Record, string, error)
+	// Finish stores rec under a claim; false when a bound refused it (the
+	// key is then released).
+	Finish(ctx context.Context, key, token string, rec *Record) (bool, error)
+	// Release gives a claim up without storing anything.
+	Release(ctx context.Context, key, token string) error
+}
+
+// ErrTooLarge: the answer is over MaxBytes.
+var ErrTooLarge = errors.New("idempotency: answer too large to store")
+
+func newToken() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}

@@ -1,0 +1,139 @@
+package idempotency
+
+import (
+	"context"
+	"net/http"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"switchboard/internal/store"
+	"switchboard/internal/store/redistest"
+)
+
+var bg = context.Background()
+
+// stores builds each backend with lim; advance moves the clock of those
+// that take one (Redis expires on its own TIME and is not moved).
+func stores(t *testing.T, lim Limits) map[string]struct {
+	s       Store
+	advance func(time.Duration)
+} {
+	now := time.Unix(1_700_000_000, 0)
+	var mu sync.Mutex
+	clk := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	adv := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
+	st, err := store.OpenSQLite(filepath.Join(t.TempDir(), "s.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	sq, err := NewSQLite(store.SQLiteDB(st), lim, clk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := redistest.Start(t)
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1})
+	t.Cleanup(func() { c.Close() })
+	return map[string]struct {
+		s       Store
+		advance func(time.Duration)
+	}{
+		"memory": {NewMemory(lim, clk), adv},
+		"sqlite": {sq, adv},
+		"redis":  {NewRedis(c, lim), nil},
+	}
+}
+
+func TestClaimFinishReplayConflict(t *testing.T) {
+	lim := Limits{TTL: time.Hour, MaxEntries: 2, MaxBytes: 1 << 10, MaxTotal: 1 << 20}
+	for name, b := range stores(t, lim) {
+		t.Run(name, func(t *testing.T) {
+			s := b.s
+			st, _, tok, err := s.Claim(bg, "k1", "h1", time.Minute)
+			if err != nil || st != Fresh || tok == "" {
+				t.Fatalf("first claim %v %q %v", st, tok, err)
+			}
+			if st, _, _, _ := s.Claim(bg, "k1", "h1", time.Minute); st != Pending {
+				t.Fatalf("duplicate while running: %v", st)
+			}
+			if st, _, _, _ := s.Claim(bg, "k1", "h2", time.Minute); st != Conflict {
+				t.Fatalf("other body: %v", st)
+			}
+			rec := &Record{Status: 200, Header: http.Header{"Content-Type": {"application/json"}}, Body: []byte(`{"a":1}` + "\n")}
+			if ok, err := s.Finish(bg, "k1", "not-the-token", rec); ok || err != nil {
+				t.Fatalf("finish with a foreign token: %v %v", ok, err)
+			}
+			if ok, err := s.Finish(bg, "k1", tok, rec); !ok || err != nil {
+				t.Fatalf("finish: %v %v", ok, err)
+			}
+			st, got, _, err := s.Claim(bg, "k1", "h1", time.Minute)
+			if st != Replay || err != nil || got.Status != 200 || string(got.Body) != string(rec.Body) ||
+				got.Header.Get("Content-Type") != "application/json" {
+				t.Fatalf("replay %v %+v %v", st, got, err)
+			}
+			// Released keys run again; oversized answers are not kept.
+			_, _, tok2, _ := s.Claim(bg, "k2", "h", time.Minute)
+			s.Release(bg, "k2", tok2)
+			if st, _, tok3, _ := s.Claim(bg, "k2", "h", time.Minute); st != Fresh {
+				t.Fatalf("after release: %v", st)
+			} else if ok, err := s.Finish(bg, "k2", tok3, &Record{Status: 200, Body: make([]byte, 2<<10)}); ok || err == nil {
+				t.Fatalf("oversized answer stored: %v %v", ok, err)
+			}
+			if b.advance != nil {
+				b.advance(2 * time.Hour)
+				if st, _, _, _ := s.Claim(bg, "k1", "h1", time.Minute); st != Fresh {
+					t.Fatalf("after the ttl: %v", st)
+				}
+			}
+		})
+	}
+}
+
+// The count bound holds: beyond MaxEntries, answers are not stored.
+func TestEntryBound(t *testing.T) {
+	lim := Limits{TTL: time.Hour, MaxEntries: 3, MaxBytes: 1 << 10, MaxTotal: 1 << 20}
+	for name, b := range stores(t, lim) {
+		t.Run(name, func(t *testing.T) {
+			stored := 0
+			for i := range 10 {
+				k := string(rune('a' + i))
+				_, _, tok, _ := b.s.Claim(bg, k, "h", time.Minute)
+				if ok, _ := b.s.Finish(bg, k, tok, &Record{Status: 200, Body: []byte("x")}); ok {
+					stored++
+				}
+			}
+			if stored > 4 || stored < 2 {
+				t.Fatalf("stored %d answers with max_entries 3", stored)
+			}
+		})
+	}
+}
+
+// 20 concurrent claims of one key: exactly one runs.
+func TestConcurrentClaimsOneWinner(t *testing.T) {
+	lim := Limits{TTL: time.Hour, MaxEntries: 100, MaxBytes: 1 << 10, MaxTotal: 1 << 20}
+	for name, b := range stores(t, lim) {
+		t.Run(name, func(t *testing.T) {
+			var fresh atomic.Int64
+			var wg sync.WaitGroup
+			for range 20 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					if st, _, _, err := b.s.Claim(bg, "same", "h", time.Minute); err == nil && st == Fresh {
+						fresh.Add(1)
+					}
+				}()
+			}
+			wg.Wait()
+			if fresh.Load() != 1 {
+				t.Fatalf("%d winners", fresh.Load())
+			}
+		})
+	}
+}

@@ -1,0 +1,141 @@
+package idempotency
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"sync"
+	"time"
+)
+
+// SQLite keeps answers in its own table of the store's file. The process
+// owns the file (exclusive lock), so the count and byte totals are read
+// once and then kept here.
+type SQLite struct {
+	db  *sql.DB
+	lim Limits
+	now func() time.Time
+
+	mu           sync.Mutex // serializes claims: check-then-insert is one step
+	count, total int64
+}
+
+const sqliteSchema = `CREATE TABLE IF NOT EXISTS idempotency (
+	k TEXT PRIMARY KEY,
+	hash TEXT NOT NULL,
+	token TEXT NOT NULL,
+	rec BLOB,
+	size INTEGER NOT NULL DEFAULT 0,
+	expires_ms INTEGER NOT NULL
+)`
+
+// NewSQLite creates the table if needed.
+func NewSQLite(db *sql.DB, lim Limits, now func() time.Time) (*SQLite, error) {
+	if now == nil {
+		now = time.Now
+	}
+	ctx := context.Background()
+	if _, err := db.ExecContext(ctx, sqliteSchema); err != nil {
+		return nil, err
+	}
+	s := &SQLite{db: db, lim: lim, now: now}
+	var total sql.NullInt64
+	if err := db.QueryRowContext(ctx, `SELECT COUNT(*), SUM(size) FROM idempotency`).Scan(&s.count, &total); err != nil {
+		return nil, err
+	}
+	s.total = total.Int64
+	return s, nil
+}
+
+func (s *SQLite) Claim(ctx context.Context, key, hash string, pending time.Duration) (State, *Record, string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.now().UnixMilli()
+	var h, tok string
+	var rec []byte
+	var size, exp int64
+	err := s.db.QueryRowContext(ctx, `SELECT hash, token, rec, size, expires_ms FROM idempotency WHERE k = ?`, key).
+		Scan(&h, &tok, &rec, &size, &exp)
+	switch {
+	case err == nil && exp > now:
+		switch {
+		case h != hash:
+			return Conflict, nil, "", nil
+		case rec == nil:
+			return Pending, nil, "", nil
+		}
+		r, err := Decode(rec)
+		return Replay, r, "", err
+	case err == nil:
+		if _, err := s.db.ExecContext(ctx, `DELETE FROM idempotency WHERE k = ?`, key); err != nil {
+			return 0, nil, "", err
+		}
+		s.count--
+		s.total -= size
+	case !errors.Is(err, sql.ErrNoRows):
+		return 0, nil, "", err
+	}
+	tok = newToken()
+	if _, err := s.db.ExecContext(ctx, `INSERT INTO idempotency (k, hash, token, expires_ms) VALUES (?, ?, ?, ?)`,
+		key, hash, tok, now+pending.Milliseconds()); err != nil {
+		return 0, nil, "", err
+	}
+	s.count++
+	return Fresh, nil, tok, nil
+}
+
+func (s *SQLite) Finish(ctx context.Context, key, token string, rec *Record) (bool, error) {
+	b := rec.Encode()
+	if int64(len(b)) > s.lim.MaxBytes {
+		return false, errors.Join(ErrTooLarge, s.Release(ctx, key, token))
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.now().UnixMilli()
+	if s.count > int64(s.lim.MaxEntries) || s.total+int64(len(b)) > s.lim.MaxTotal {
+		s.reclaim(ctx, now)
+	}
+	if s.count > int64(s.lim.MaxEntries) || s.total+int64(len(b)) > s.lim.MaxTotal {
+		return false, s.release(ctx, key, token)
+	}
+	res, err := s.db.ExecContext(ctx, `UPDATE idempotency SET rec = ?, size = ?, expires_ms = ? WHERE k = ? AND token = ? AND rec IS NULL`,
+		b, len(b), now+s.lim.TTL.Milliseconds(), key, token)
+	if err != nil {
+		return false, err
+	}
+	if n, _ := res.RowsAffected(); n == 1 {
+		s.total += int64(len(b))
+		return true, nil
+	}
+	return false, nil
+}
+
+// reclaim deletes expired rows in one fixed-size batch.
+func (s *SQLite) reclaim(ctx context.Context, now int64) {
+	var n, size int64
+	_ = s.db.QueryRowContext(ctx, `SELECT COUNT(*), COALESCE(SUM(size), 0) FROM (SELECT size FROM idempotency WHERE expires_ms <= ? ORDER BY k LIMIT 1000)`, now).Scan(&n, &size)
+	if n == 0 {
+		return
+	}
+	if _, err := s.db.ExecContext(ctx, `DELETE FROM idempotency WHERE k IN (SELECT k FROM idempotency WHERE expires_ms <= ? ORDER BY k LIMIT 1000)`, now); err == nil {
+		s.count -= n
+		s.total -= size
+	}
+}
+
+func (s *SQLite) Release(ctx context.Context, key, token string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.release(ctx, key, token)
+}
+
+func (s *SQLite) release(ctx context.Context, key, token string) error {
+	res, err := s.db.ExecContext(ctx, `DELETE FROM idempotency WHERE k = ? AND token = ? AND rec IS NULL`, key, token)
+	if err != nil {
+		return err
+	}
+	if n, _ := res.RowsAffected(); n == 1 {
+		s.count--
+	}
+	return nil
+}
