@@ -21,7 +21,9 @@ type Candidate struct {
 	Type string
 	// Model is the provider's own model name.
 	Model string
-	// Header is the model entry's headers, canonicalised once at load.
+	// Header is the operator's headers of this entry (the provider's,
+	// overridden key by key by the model entry's), canonicalised once at
+	// load; they win over a forwarded client header of the same name.
 	Header http.Header
 	// Primary marks the configured initial choice.
 	Primary bool
@@ -76,7 +78,12 @@ func Compile(cfg *config.Config, build Builder) *Table {
 			AutoSwitch: cfg.AutoSwitchFor(m), ProbeInterval: cfg.ProbeIntervalFor(m)}
 		for _, e := range m.Providers {
 			pc := cfg.Providers[e.Provider]
-			h := make(http.Header, len(e.Headers))
+			// The provider's headers under the entry's, canonicalised so
+			// that a client's copy of either is replaced, never sent too.
+			h := make(http.Header, len(pc.Headers)+len(e.Headers))
+			for k, v := range pc.Headers {
+				h.Set(k, v)
+			}
 			for k, v := range e.Headers {
 				h.Set(k, v)
 			}

@@ -322,7 +322,10 @@ func inspectBody(body []byte) (model string, stream bool, e *apiError) {
 
 // forwarded are the client headers passed upstream; everything else
 // (notably the client's own Authorization and x-api-key) stays here.
-var forwarded = []string{"OpenAI-Organization", "OpenAI-Beta", "OpenAI-Project", "Anthropic-Beta"}
+// The names are canonical, so that an operator's header of the same name
+// (canonicalised at load) replaces the client's instead of joining it.
+var forwarded = []string{http.CanonicalHeaderKey("OpenAI-Organization"), http.CanonicalHeaderKey("OpenAI-Beta"),
+	http.CanonicalHeaderKey("OpenAI-Project"), http.CanonicalHeaderKey("Anthropic-Beta")}
 
 func forwardHeaders(r *http.Request) http.Header {
 	var h http.Header

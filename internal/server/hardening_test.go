@@ -283,3 +283,40 @@ func grepLines(s, sub string) string {
 	}
 	return strings.Join(out, "\n")
 }
+
+// TestOperatorHeadersWin: a header set in the provider or the model entry
+// reaches the upstream once, with the operator's value, whatever case the
+// client or the config used; a header the operator does not set passes.
+func TestOperatorHeadersWin(t *testing.T) {
+	got := make(chan http.Header, 1)
+	up, _ := countingUpstream(t, func(_ int64, w http.ResponseWriter, r *http.Request) {
+		got <- r.Header.Clone()
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, chatAnswer)
+	})
+	g := startGateway(t, fmt.Sprintf(`providers:
+  up:
+    type: openai
+    base_url: %s/v1
+    api_key: sk-upstream-secret-123
+    headers: {OpenAI-Organization: org-operator, openai-project: proj-operator}
+models:
+  - name: m
+    providers:
+      - provider: up
+        headers: {anthropic-beta: beta-operator, OPENAI-PROJECT: proj-entry}
+`, up.URL))
+	a := g.post("/v1/chat/completions", chatBody, "OpenAI-Organization", "org-client", "OpenAI-Project", "proj-client",
+		"anthropic-beta", "beta-client", "OpenAI-Beta", "assistants=v2")
+	if a.Status != 200 {
+		t.Fatalf("status %d: %s", a.Status, a.Body)
+	}
+	h := <-got
+	want := map[string]string{"Openai-Organization": "org-operator", "Openai-Project": "proj-entry",
+		"Anthropic-Beta": "beta-operator", "Openai-Beta": "assistants=v2"}
+	for k, v := range want {
+		if vs := h.Values(k); len(vs) != 1 || vs[0] != v {
+			t.Errorf("upstream %s = %q, want only %q", k, vs, v)
+		}
+	}
+}
