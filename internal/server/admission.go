@@ -47,8 +47,10 @@ func (s *Server) handleUsage(w http.ResponseWriter, r *http.Request) {
 	}
 	v, err := s.Admission.Usage(r.Context(), id)
 	if err != nil {
+		// The store's error names its address: the log has it.
+		s.Log.WarnContext(r.Context(), "usage unavailable", "error", err.Error())
 		writeError(w, OpenAI, &apiError{Status: http.StatusServiceUnavailable, Type: "server_error", Code: "usage_unavailable",
-			Message: "usage is unavailable right now: " + err.Error(), RetryAfter: time.Second})
+			Message: "usage is unavailable right now; request id " + RequestID(r.Context()), RetryAfter: time.Second})
 		return
 	}
 	writeJSON(w, http.StatusOK, v)

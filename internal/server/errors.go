@@ -10,6 +10,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"switchboard/internal/proxy"
+	"switchboard/internal/redact"
 	"switchboard/internal/translate"
 )
 
@@ -87,14 +88,18 @@ type failureDetail struct {
 // writeFailure answers a loop that found no provider. A single provider's
 // own error passes through untouched (status and body); otherwise the
 // client gets the gateway's summary with every attempt.
-func writeFailure(w http.ResponseWriter, proto Protocol, f *proxy.Failure) {
+//
+// Provider keys (secrets) are masked in what passes through: an upstream
+// may echo the request's Authorization header in its error.
+func writeFailure(w http.ResponseWriter, proto Protocol, f *proxy.Failure, secrets *redact.Secrets) {
 	last := f.Last
 	if last != nil && last.Status >= 400 && len(last.Body) > 0 && singleProvider(f.Attempts) && gjson.ValidBytes(last.Body) &&
 		gjson.GetBytes(last.Body, "error").Exists() {
 		h := w.Header()
 		copyUpstreamHeaders(h, last.Header)
+		secrets.Header(h)
 		h.Set("Content-Type", "application/json")
-		body := last.Body
+		body := secrets.Bytes(last.Body)
 		if proto == Anthropic && gjson.GetBytes(body, "type").String() != "error" {
 			body = translate.ErrorToAnthropic(last.Status, body)
 		}
@@ -134,7 +139,7 @@ func writeFailure(w http.ResponseWriter, proto Protocol, f *proxy.Failure) {
 		Detail: failureDetail{Attempts: f.Attempts, DeadlineHit: f.DeadlineHit}}
 	if status == 429 || status == 503 {
 		if last != nil && last.Header != nil && last.Header.Get("Retry-After") != "" {
-			w.Header().Set("Retry-After", last.Header.Get("Retry-After"))
+			w.Header().Set("Retry-After", secrets.String(last.Header.Get("Retry-After")))
 		}
 	}
 	writeError(w, proto, e)

@@ -44,7 +44,7 @@ func (s *Server) finishStream(ctx context.Context, rt *route.Route, res *proxy.R
 // answer); the log line comes after it, off the client's wait.
 func (s *Server) answerUnary(ctx context.Context, w http.ResponseWriter, rt *route.Route, res *proxy.Result, status int, body []byte) {
 	s.Prober.AfterRequest(rt)
-	writeUnary(w, status, body)
+	writeUnary(w, status, s.secrets().Bytes(body))
 	if !s.Log.Enabled(ctx, slog.LevelInfo) {
 		return
 	}

@@ -435,7 +435,7 @@ func (s *Server) failed(w http.ResponseWriter, r *http.Request, proto Protocol, 
 	case fail.Refusal != nil:
 		s.writeRefusal(w, proto, in.id, skippedRefusal(fail, in))
 	default:
-		writeFailure(w, proto, fail)
+		writeFailure(w, proto, fail, in.snap.secrets)
 	}
 }
 

@@ -320,3 +320,58 @@ models:
 		}
 	}
 }
+
+// TestClientErrorsStayGeneric: a stream that fails after it started tells
+// the client no addresses or internals (the log has them, under the request
+// id), and an upstream error that echoes the provider key reaches the
+// client with the key masked, in its body and its headers.
+func TestClientErrorsStayGeneric(t *testing.T) {
+	const key = "sk-upstream-secret-123"
+	up, _ := countingUpstream(t, func(_ int64, w http.ResponseWriter, r *http.Request) {
+		if !strings.Contains(r.URL.Path, "chat") {
+			return
+		}
+		if strings.Contains(r.Header.Get("Openai-Beta"), "echo") {
+			w.Header().Set("X-Echo", r.Header.Get("Authorization"))
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(401)
+			_, _ = fmt.Fprintf(w, `{"error":{"message":"Incorrect API key provided: %s","type":"invalid_request_error"}}`, r.Header.Get("Authorization"))
+			return
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = io.WriteString(w, "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"ok\"}}]}\n\n")
+		w.(http.Flusher).Flush()
+		<-r.Context().Done() // then silent: the gateway's read times out
+	})
+	g := startGateway(t, hardenUpstreamYAML(up.URL, "timeouts: {read: 1}\n"))
+
+	a := g.post("/v1/chat/completions", streamBody, "X-Request-Id", "req-generic-1")
+	if a.Status != 200 || !strings.Contains(a.Body, "upstream_error") {
+		t.Fatalf("status %d: %s", a.Status, a.Body)
+	}
+	for _, leak := range []string{"127.0.0.1", "i/o timeout", "tcp"} {
+		if strings.Contains(a.Body, leak) {
+			t.Errorf("client event leaks %q: %s", leak, a.Body)
+		}
+	}
+	if !strings.Contains(a.Body, "req-generic-1") {
+		t.Errorf("client event lacks the request id: %s", a.Body)
+	}
+	if logs := g.logs.String(); !strings.Contains(logs, "request_id=req-generic-1") || !strings.Contains(logs, "timeout") {
+		t.Errorf("log lacks the cause under the request id:\n%s", logs)
+	}
+
+	for path, body := range map[string]string{"/v1/chat/completions": chatBody,
+		"/v1/messages": `{"model":"m","max_tokens":5,"messages":[{"role":"user","content":"hi"}]}`} {
+		a = g.post(path, body, "OpenAI-Beta", "echo", "Anthropic-Version", "2023-06-01")
+		if a.Status != 401 {
+			t.Fatalf("%s: status %d: %s", path, a.Status, a.Body)
+		}
+		if strings.Contains(a.Body, key) || strings.Contains(a.Header.Get("X-Echo"), key) {
+			t.Fatalf("%s: provider key reached the client: %s / %q", path, a.Body, a.Header.Get("X-Echo"))
+		}
+		if !strings.Contains(a.Body, "[REDACTED]") || a.Header.Get("X-Echo") != "Bearer [REDACTED]" {
+			t.Fatalf("%s: not masked: %s / %q", path, a.Body, a.Header.Get("X-Echo"))
+		}
+	}
+}

@@ -47,7 +47,7 @@ func (s *Server) messagesLocal(w http.ResponseWriter, r *http.Request, in *incom
 	}
 	defer res.Close()
 	s.advise(w, in, res)
-	setAnswerHeaders(w, res)
+	s.setAnswerHeaders(w, res)
 	if res.Native {
 		// Anthropic to Anthropic: relay untouched.
 		if res.Events == nil {
@@ -69,7 +69,8 @@ func (s *Server) messagesLocal(w http.ResponseWriter, r *http.Request, in *incom
 	if res.Events == nil {
 		out, _, err := translate.ChatToMessages(res.Body, model)
 		if err != nil {
-			writeError(w, Anthropic, &apiError{Status: http.StatusBadGateway, Message: "the provider's answer could not be translated: " + err.Error()})
+			s.Log.WarnContext(r.Context(), "cannot translate the provider's answer", "provider", res.Candidate.Provider, "error", err.Error())
+			writeError(w, Anthropic, &apiError{Status: http.StatusBadGateway, Message: "the provider's answer could not be translated; request id " + RequestID(r.Context())})
 			return
 		}
 		s.answerUnary(r.Context(), w, rt, res, http.StatusOK, out)
@@ -144,5 +145,5 @@ func (s *Server) streamError(w http.ResponseWriter, r *http.Request, res *proxy.
 	}
 	s.Log.WarnContext(r.Context(), "stream failed after the first byte", "provider", res.Candidate.Provider, "error", err.Error())
 	_ = sse.NewWriter(w).Event("error", errorBody(Anthropic, &apiError{Status: http.StatusBadGateway,
-		Message: "the upstream stream failed after it started: " + err.Error()}))
+		Message: streamFailed(r.Context())}))
 }

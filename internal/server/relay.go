@@ -2,6 +2,7 @@ package server
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"io"
@@ -12,6 +13,7 @@ import (
 
 	"switchboard/internal/provider"
 	"switchboard/internal/proxy"
+	"switchboard/internal/redact"
 	"switchboard/internal/route"
 	"switchboard/internal/spend"
 	"switchboard/internal/sse"
@@ -19,9 +21,10 @@ import (
 )
 
 // setAnswerHeaders relays the provider's headers and names who served.
-func setAnswerHeaders(w http.ResponseWriter, res *proxy.Result) {
+func (s *Server) setAnswerHeaders(w http.ResponseWriter, res *proxy.Result) {
 	h := w.Header()
 	copyUpstreamHeaders(h, res.Header)
+	s.secrets().Header(h)
 	if v := res.Candidate.ProviderValue; v != nil {
 		h["X-Switchboard-Provider"] = v
 	} else {
@@ -32,7 +35,7 @@ func setAnswerHeaders(w http.ResponseWriter, res *proxy.Result) {
 // relay writes a committed result in the OpenAI protocol, measuring it on
 // the way.
 func (s *Server) relay(w http.ResponseWriter, r *http.Request, res *proxy.Result, ep provider.Endpoint, rt *route.Route, inspect bool) {
-	setAnswerHeaders(w, res)
+	s.setAnswerHeaders(w, res)
 	proto := proxy.ProtocolOf(ep)
 	if res.Events == nil {
 		s.answerUnary(r.Context(), w, rt, res, res.Status, s.withCost(res.Body, res, res.Usage))
@@ -63,12 +66,13 @@ func (s *Server) relay(w http.ResponseWriter, r *http.Request, res *proxy.Result
 	}
 	s.Log.WarnContext(r.Context(), "stream failed after the first byte", "provider", res.Candidate.Provider, "error", err.Error())
 	// No fallback once bytes reached the client: end the stream with an
-	// error event in the client's protocol, then [DONE].
+	// error event in the client's protocol, then [DONE]. The cause stays
+	// in the log: it names addresses and internals.
 	if ep == provider.Responses {
-		_ = sw.Event("response.failed", responsesFailed("upstream_stopped", "the upstream stream failed: "+err.Error()))
+		_ = sw.Event("response.failed", responsesFailed("upstream_stopped", streamFailed(r.Context())))
 	} else {
 		_ = sw.Data(errorBody(OpenAI, &apiError{Type: "server_error", Code: "upstream_error",
-			Message: "the upstream stream failed after it started: " + err.Error()}))
+			Message: streamFailed(r.Context())}))
 	}
 	_ = sw.Done()
 }
@@ -226,4 +230,18 @@ func responsesFailed(code, msg string) []byte {
 	b, _ := json.Marshal(map[string]any{"type": "response.failed", "response": map[string]any{
 		"object": "response", "status": "failed", "error": map[string]any{"code": code, "message": msg}}})
 	return b
+}
+
+// streamFailed is the client's message for a stream that failed after it
+// started: generic, with the request id that finds the cause in the log.
+func streamFailed(ctx context.Context) string {
+	return "the upstream stream failed after it started; request id " + RequestID(ctx)
+}
+
+// secrets returns the current config's provider keys to mask.
+func (s *Server) secrets() *redact.Secrets {
+	if snap := s.snap.Load(); snap != nil {
+		return snap.secrets
+	}
+	return nil
 }

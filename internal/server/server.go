@@ -31,6 +31,7 @@ import (
 	"switchboard/internal/provider/mock"
 	"switchboard/internal/provider/openai"
 	"switchboard/internal/proxy"
+	"switchboard/internal/redact"
 	"switchboard/internal/route"
 	"switchboard/internal/store"
 )
@@ -50,6 +51,9 @@ type Snapshot struct {
 	// anyTPM: a global or provider token bucket is configured, so answers
 	// must report usage to correct it.
 	anyTPM bool
+	// secrets are the providers' API keys, masked in whatever an upstream
+	// answer passes through to a client (nil: none configured).
+	secrets *redact.Secrets
 }
 
 // Server is the gateway. Create it with New, then Apply a config.
@@ -161,9 +165,12 @@ func (s *Server) Apply(cfg *config.Config) {
 	s.Prober.SetMaxPerMinute(cfg.Performance.ProbeMaxPerMinute)
 	snap := &Snapshot{Config: cfg, Routes: table, advisory: admit.AdvisoryEnabled(cfg), advisoryNames: admit.NamesFor(cfg.Limits.AdvisoryPrefix), loaded: s.Clock.Now(),
 		anyTPM: cfg.Limits.TPM != nil}
+	var keys []string
 	for _, p := range cfg.Providers {
 		snap.anyTPM = snap.anyTPM || p.TPM != nil
+		keys = append(keys, p.Keys()...)
 	}
+	snap.secrets = redact.New(keys)
 	if cfg.Auth.MetricsToken != "" {
 		h := sha256.Sum256([]byte(cfg.Auth.MetricsToken))
 		snap.metricsHash = &h
