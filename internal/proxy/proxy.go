@@ -454,6 +454,11 @@ func (p *Proxy) send(ctx context.Context, c *Call, cand *route.Candidate, req *p
 			// failure, not an answer to relay.
 			return nil, &provider.Error{Kind: provider.KindBadResponse, Status: resp.Status, Msg: "upstream answer is not valid JSON"}
 		}
+		if !isObject(body) {
+			// Every answer of every supported API is an object; an array,
+			// string or null is as broken as HTML.
+			return nil, &provider.Error{Kind: provider.KindBadResponse, Status: resp.Status, Msg: "upstream answer is not a JSON object"}
+		}
 		res.Body = body
 		return res, nil
 	}
@@ -683,4 +688,16 @@ func DefaultOrder(r *route.Route) []*route.Candidate {
 		}
 	}
 	return out
+}
+
+// isObject reports whether a valid JSON document is an object.
+func isObject(b []byte) bool {
+	for _, c := range b {
+		switch c {
+		case ' ', '\t', '\r', '\n':
+			continue
+		}
+		return c == '{'
+	}
+	return false
 }

@@ -375,3 +375,35 @@ func TestClientErrorsStayGeneric(t *testing.T) {
 		}
 	}
 }
+
+// TestNonObjectAnswerFallsBack: a 200 whose JSON body is not an object is
+// a bad_response of that provider, and the next one serves.
+func TestNonObjectAnswerFallsBack(t *testing.T) {
+	for _, bad := range []string{`[{"choices":[]}]`, `"ok"`, `null`, ` 42`} {
+		t.Run(bad, func(t *testing.T) {
+			up, calls := countingUpstream(t, func(_ int64, w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Content-Type", "application/json")
+				_, _ = io.WriteString(w, bad)
+			})
+			good, _ := countingUpstream(t, func(_ int64, w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Content-Type", "application/json")
+				_, _ = io.WriteString(w, chatAnswer)
+			})
+			g := startGateway(t, fmt.Sprintf(`providers:
+  bad: {type: openai, base_url: %s/v1, api_key: k1}
+  good: {type: openai, base_url: %s/v1, api_key: k2}
+models:
+  - name: m
+    providers: [{provider: bad}, {provider: good}]
+retries: {max_attempts: 1, max_rounds: 1}
+`, up.URL, good.URL))
+			a := g.post("/v1/chat/completions", chatBody)
+			if a.Status != 200 || a.Header.Get("X-Switchboard-Provider") != "good" || calls.Load() != 1 {
+				t.Fatalf("status %d by %q after %d calls: %s", a.Status, a.Header.Get("X-Switchboard-Provider"), calls.Load(), a.Body)
+			}
+			if m := g.get("/metrics").Body; !strings.Contains(m, `provider="bad",reason="bad_response"} 1`) {
+				t.Fatalf("not counted as bad_response:\n%s", grepLines(m, "provider_failure"))
+			}
+		})
+	}
+}
