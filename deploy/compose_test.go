@@ -6,8 +6,10 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -137,6 +139,17 @@ func TestCompose(t *testing.T) {
 		out, err := cmd.CombinedOutput()
 		return string(out), err
 	}
+
+	// One compose test at a time on a machine: another's restore of the
+	// host's rules would cut this one's published ports.
+	lock, err := os.OpenFile(filepath.Join(os.TempDir(), "switchboard-compose-test.lock"), os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { lock.Close() }) // closing releases the lock, after the restore below
 
 	volumesBefore := map[string]bool{}
 	for _, v := range strings.Fields(p.must(t, time.Minute, "volume", "ls", "-q")) {
