@@ -217,7 +217,9 @@ func serve(args []string, stderr io.Writer) int {
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
+	var watches *reloadpkg.Files
 	reload := func(trigger string) {
+		prev := srv.Snapshot().Config
 		next, err := srv.Reload(*path, production)
 		if err != nil {
 			log.Error("config reload refused; keeping the running config", "trigger", trigger, "error", err.Error())
@@ -225,23 +227,19 @@ func serve(args []string, stderr io.Writer) int {
 		}
 		logWarnings(log, next)
 		setLevel(logLevel, next.Logging.Level)
+		watches.Set(watchedFiles(*path, next))
 		log.Info("config reloaded", "trigger", trigger, "models", len(next.Models), "providers", len(next.Providers))
+		if fields := config.RestartNeeded(prev, next); len(fields) > 0 {
+			log.Warn("config reloaded, but these changes take effect only after a restart", "fields", strings.Join(fields, ","))
+		}
 	}
+	watches = reloadpkg.NewFiles(ctx, log, reload)
 	go reloadOnSignal(ctx, reload)
 	waitQueue, ok := startQueue(ctx, srv, cfg, *roleName, log)
 	if !ok {
 		return 1
 	}
-	if poll := cfg.Performance.ConfigPollInterval; poll == nil || poll.D() > 0 {
-		interval := 2 * time.Second
-		if poll != nil {
-			interval = poll.D()
-		}
-		go reloadpkg.Watch(ctx, *path, interval, log, func() { reload("file change") })
-		if kp := cfg.Auth.KeysPath; kp != "" {
-			go reloadpkg.Watch(ctx, kp, interval, log, func() { reload("keys file change") })
-		}
-	}
+	watches.Set(watchedFiles(*path, cfg))
 	bg := make(chan struct{})
 	go srv.SaveEvery(stateDir, 30*time.Second, bg)
 	go srv.ReportTPS(bg)
@@ -309,6 +307,20 @@ func setLevel(v *slog.LevelVar, s string) {
 	default:
 		v.Set(slog.LevelInfo)
 	}
+}
+
+// watchedFiles are the files a config reloads from and its poll interval
+// (performance.config_poll_interval; 0 = no watching).
+func watchedFiles(path string, cfg *config.Config) (time.Duration, map[string]string) {
+	interval := 2 * time.Second
+	if poll := cfg.Performance.ConfigPollInterval; poll != nil {
+		interval = poll.D()
+	}
+	files := map[string]string{path: "file change"}
+	if kp := cfg.Auth.KeysPath; kp != "" {
+		files[kp] = "keys file change"
+	}
+	return interval, files
 }
 
 // reloadOnSignal reloads the config on SIGHUP and SIGUSR1.

@@ -74,6 +74,7 @@ func (l *loader) applyDefaults(c *Config) {
 
 	p := &c.Performance
 	num("performance.probe_interval", &p.ProbeInterval, 3)
+	dur("performance.connection_max_age", &p.ConnectionMaxAge, 300*time.Second)
 	dur("performance.sample_window", &p.SampleWindow, 300*time.Second)
 	if p.ConfigPollInterval == nil {
 		p.ConfigPollInterval = durPtr(2 * time.Second)

@@ -221,6 +221,10 @@ type TPSLog struct {
 type Performance struct {
 	// PrewarmConnections opens a connection to each provider origin at boot. Default false.
 	PrewarmConnections bool `yaml:"prewarm_connections"`
+	// ConnectionMaxAge retires pooled upstream connections this long after
+	// they were opened, so DNS and load-balancer changes are picked up
+	// (LLM Proxy's pool: 300 s). Default 300 s, range 0..86400 s (0 = never).
+	ConnectionMaxAge Duration `yaml:"connection_max_age"`
 	// ProbingEnabled: background probes and auto-selection. Default true.
 	ProbingEnabled *bool `yaml:"probing_enabled"`
 	// AutoSwitch the active provider when a better one is measured. Default

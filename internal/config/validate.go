@@ -52,6 +52,7 @@ func (l *loader) validate(c *Config) {
 	l.intRange("performance.probe_interval", int64(p.ProbeInterval), 1, 100000)
 	l.intRange("performance.probe_max_per_minute", int64(p.ProbeMaxPerMinute), 0, 10000)
 	l.durRange("performance.sample_window", p.SampleWindow, time.Second, day)
+	l.durRange("performance.connection_max_age", p.ConnectionMaxAge, 0, day)
 	l.durRange("performance.config_poll_interval", *p.ConfigPollInterval, 0, day)
 	l.intRange("performance.quota_pause_default_seconds", int64(p.QuotaPauseDefaultSeconds), 1, 86400)
 

@@ -23,14 +23,28 @@ type ClientOptions struct {
 	Read time.Duration
 	// Write bounds each write of the request.
 	Write time.Duration
+	// MaxAge retires pooled connections this long after the pool opened
+	// them (see Pool); 0 = never.
+	MaxAge time.Duration
 }
 
 // NewHTTPClient returns the one upstream client the gateway shares: pooled
 // per host, HTTP/2 when the upstream offers it, keep-alive, TCP_NODELAY (Go's
 // default for TCP), compression accepted. Read and write bounds are applied
 // as per-I/O deadlines on the connection, so no per-request timer or
-// goroutine is needed.
+// goroutine is needed. Its Transport is a *Pool, so a reload can change
+// the bounds (Pool.Configure) and connections have a maximum age.
 func NewHTTPClient(o ClientOptions) *http.Client {
+	return &http.Client{
+		Transport: NewPool(o),
+		// Upstream redirects are not followed: a POST must not silently
+		// turn into a GET somewhere else.
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
+}
+
+// newTransport is one generation of the shared pool.
+func newTransport(o ClientOptions) *http.Transport {
 	dialer := &net.Dialer{Timeout: o.Open, KeepAlive: 30 * time.Second}
 	t := &http.Transport{
 		Proxy: http.ProxyFromEnvironment,
@@ -52,12 +66,7 @@ func NewHTTPClient(o ClientOptions) *http.Client {
 		// Go's 4 KB defaults: a held stream costs one buffer each way, and
 		// the SSE reader keeps its own.
 	}
-	return &http.Client{
-		Transport: t,
-		// Upstream redirects are not followed: a POST must not silently
-		// turn into a GET somewhere else.
-		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
-	}
+	return t
 }
 
 // deadlineConn turns "no bytes for d" into a timeout error without any

@@ -8,8 +8,10 @@ import (
 	"context"
 	"crypto/sha256"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/fsnotify/fsnotify"
@@ -75,4 +77,57 @@ func digest(path string) []byte {
 	}
 	h := sha256.Sum256(b)
 	return h[:]
+}
+
+// Files keeps one Watch running per file with one poll interval, and
+// restarts them when a reload changes the interval or the files, so
+// performance.config_poll_interval takes effect without a restart. An
+// interval of 0 stops watching (LLM Proxy's "0 disables hot reload");
+// signals still reload.
+type Files struct {
+	ctx      context.Context
+	log      *slog.Logger
+	onChange func(trigger string)
+
+	mu       sync.Mutex
+	cancel   context.CancelFunc
+	interval time.Duration
+	files    map[string]string // path → trigger name
+}
+
+// NewFiles returns an idle set; Set starts it. onChange gets the trigger
+// name of the file that changed.
+func NewFiles(ctx context.Context, log *slog.Logger, onChange func(trigger string)) *Files {
+	return &Files{ctx: ctx, log: log, onChange: onChange, cancel: func() {}}
+}
+
+// Set watches files (path → trigger name) every interval; the same
+// interval and files keep the running watches. It may be called from
+// onChange.
+func (f *Files) Set(interval time.Duration, files map[string]string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.files != nil && interval == f.interval && maps.Equal(files, f.files) {
+		return
+	}
+	f.cancel()
+	f.interval, f.files = interval, maps.Clone(files)
+	if f.files == nil {
+		f.files = map[string]string{}
+	}
+	ctx, cancel := context.WithCancel(f.ctx)
+	f.cancel = cancel
+	if interval <= 0 {
+		return
+	}
+	for path, trigger := range files {
+		go Watch(ctx, path, interval, f.log, func() { f.onChange(trigger) })
+	}
+}
+
+// Interval is the poll interval in force (0 = not watching).
+func (f *Files) Interval() time.Duration {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.interval
 }

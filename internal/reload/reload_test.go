@@ -56,3 +56,45 @@ func TestWatchPolls(t *testing.T) {
 		t.Fatal("change not noticed")
 	}
 }
+
+// TestFilesFollowsTheReloadedInterval: a reload that sets
+// config_poll_interval to 0 stops watching, one that sets it back starts
+// again, and a reload that changes nothing keeps the running watches.
+func TestFilesFollowsTheReloadedInterval(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "config.yaml")
+	os.WriteFile(path, []byte("a: 1\n"), 0o644)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	changes := make(chan string, 10)
+	f := NewFiles(ctx, slog.New(slog.NewTextHandler(io.Discard, nil)), func(trigger string) { changes <- trigger })
+	files := map[string]string{path: "file change"}
+
+	f.Set(0, files)
+	os.WriteFile(path, []byte("a: 2\n"), 0o644)
+	select {
+	case tr := <-changes:
+		t.Fatalf("interval 0 still watched: %s", tr)
+	case <-time.After(150 * time.Millisecond):
+	}
+	f.Set(20*time.Millisecond, files)
+	if f.Interval() != 20*time.Millisecond {
+		t.Fatalf("interval %v", f.Interval())
+	}
+	time.Sleep(30 * time.Millisecond) // let the new watch read the current content
+	os.WriteFile(path, []byte("a: 3\n"), 0o644)
+	select {
+	case tr := <-changes:
+		if tr != "file change" {
+			t.Fatalf("trigger %q", tr)
+		}
+	case <-time.After(3 * time.Second):
+		t.Fatal("the change was not noticed after the interval was set")
+	}
+	f.Set(20*time.Millisecond, map[string]string{path: "file change"}) // same: no restart, no spurious call
+	select {
+	case tr := <-changes:
+		t.Fatalf("unchanged settings caused a reload: %s", tr)
+	case <-time.After(100 * time.Millisecond):
+	}
+}

@@ -3,6 +3,10 @@ package server
 import (
 	"strings"
 	"testing"
+	"time"
+
+	"switchboard/internal/config"
+	"switchboard/internal/provider"
 
 	"github.com/tidwall/gjson"
 )
@@ -70,5 +74,31 @@ models:
 				t.Fatalf("a paused=%v circuit=%v", paused, st.CircuitOpen)
 			}
 		})
+	}
+}
+
+// TestReloadAppliesUpstreamBounds: timeouts.open/read/write and
+// performance.connection_max_age of a reloaded config reach the shared
+// upstream pool (it was built once from the first config before).
+func TestReloadAppliesUpstreamBounds(t *testing.T) {
+	g := startGateway(t, mockYAML("m", "a"))
+	pool, ok := g.client.Transport.(*provider.Pool)
+	if !ok {
+		t.Fatalf("upstream transport is %T", g.client.Transport)
+	}
+	if o := pool.Options(); o.Read != 300*time.Second || o.MaxAge != 300*time.Second {
+		t.Fatalf("defaults: %+v", o)
+	}
+	next, err := config.Parse([]byte(mockYAML("m", "a")+"timeouts: {open: 3, read: 7, write: 5}\nperformance: {connection_max_age: 90}\n"), "test.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.Apply(next)
+	want := provider.ClientOptions{Open: 3 * time.Second, Read: 7 * time.Second, Write: 5 * time.Second, MaxAge: 90 * time.Second}
+	if o := pool.Options(); o != want {
+		t.Fatalf("after reload: %+v, want %+v", o, want)
+	}
+	if a := g.post("/v1/chat/completions", chatBody); a.Status != 200 {
+		t.Fatalf("after reload: %d %s", a.Status, a.Body)
 	}
 }

@@ -127,9 +127,14 @@ func (s *Server) JoinFleet(rs *store.Redis) {
 func (s *Server) Apply(cfg *config.Config) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	// The upstream bounds and the connection age apply on reload too: the
+	// pool swaps in a fresh transport for new requests when they change.
+	copts := provider.ClientOptions{Open: cfg.Timeouts.Open.D(), Read: cfg.Timeouts.Read.D(),
+		Write: cfg.Timeouts.Write.D(), MaxAge: cfg.Performance.ConnectionMaxAge.D()}
 	if s.client == nil {
-		s.client = provider.NewHTTPClient(provider.ClientOptions{
-			Open: cfg.Timeouts.Open.D(), Read: cfg.Timeouts.Read.D(), Write: cfg.Timeouts.Write.D()})
+		s.client = provider.NewHTTPClient(copts)
+	} else if pool, ok := s.client.Transport.(*provider.Pool); ok {
+		pool.Configure(copts)
 	}
 	next := make(map[string]instance, len(cfg.Providers))
 	table := route.Compile(cfg, func(pc *config.Provider) provider.Provider {

@@ -1,0 +1,28 @@
+package config
+
+import "reflect"
+
+// RestartNeeded names the fields that differ between a running config and
+// a reloaded one but are read only at boot, so the reload cannot apply
+// them: the log format (the handler is built once), and where state lives
+// (store.*, redis.*: the store is opened once). Everything else, including
+// timeouts.open/read/write, performance.connection_max_age and
+// performance.config_poll_interval, applies on reload.
+func RestartNeeded(old, next *Config) []string {
+	if old == nil || next == nil {
+		return nil
+	}
+	var out []string
+	check := func(name string, a, b any) {
+		if !reflect.DeepEqual(a, b) {
+			out = append(out, name)
+		}
+	}
+	check("logging.format", old.Logging.Format, next.Logging.Format)
+	check("store.backend", old.Store.Backend, next.Store.Backend)
+	check("store.path", old.Store.Path, next.Store.Path)
+	check("redis.url", old.Redis.URL, next.Redis.URL)
+	check("redis.command_timeout", old.Redis.CommandTimeout, next.Redis.CommandTimeout)
+	check("redis.connect_timeout", old.Redis.ConnectTimeout, next.Redis.ConnectTimeout)
+	return out
+}
