@@ -41,6 +41,21 @@ func (c *Config) TTFTFor(m *Model) time.Duration {
 	return c.Timeouts.TTFT.D()
 }
 
+// FirstByteFor returns the unary first-byte bound for m: its
+// first_byte_timeout when set, 0 (off) when that is false, else
+// timeouts.first_byte. m may be nil.
+func (c *Config) FirstByteFor(m *Model) time.Duration {
+	if m != nil && m.FirstByteTimeout != nil {
+		switch t := m.FirstByteTimeout; {
+		case t.Disabled:
+			return 0
+		case t.Value > 0:
+			return t.Value.D()
+		}
+	}
+	return c.Timeouts.FirstByte.D()
+}
+
 // ProbingFor reports whether background probing runs for m: its
 // probing_enabled when set, else performance.probing_enabled.
 func (c *Config) ProbingFor(m *Model) bool {

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -24,6 +25,37 @@ func TestKeyRole(t *testing.T) {
 			t.Errorf("%s: got %v, want %s", tt.entry, err, tt.err)
 		case tt.err == "" && !strings.Contains(tt.entry, "role: admin") && c.Auth.Keys["k"].Role == RoleAdmin:
 			t.Errorf("%s: admin by default", tt.entry)
+		}
+	}
+}
+
+func TestFirstByteAndShutdownDelay(t *testing.T) {
+	base := "providers:\n  p: {type: mock}\nmodels:\n  - name: m\n%s    providers: [{provider: p}]\n%s"
+	tests := []struct {
+		model, extra, err string
+		global, per       float64 // seconds, when valid
+	}{
+		{"", "", "", 0, 0},
+		{"", "timeouts: {first_byte: 0.5, shutdown_delay: 10}\n", "", 0.5, 0.5},
+		{"    first_byte_timeout: 3\n", "timeouts: {first_byte: 10}\n", "", 10, 3},
+		{"    first_byte_timeout: false\n", "timeouts: {first_byte: 10}\n", "", 10, 0},
+		{"", "timeouts: {first_byte: 0.01}\n", "timeouts.first_byte: must be between 100ms and 86400s", 0, 0},
+		{"    first_byte_timeout: 0\n", "", "first_byte_timeout: must be between 100ms and 86400s, got 0s (use false to disable)", 0, 0},
+		{"", "timeouts: {shutdown_delay: 7200}\n", "timeouts.shutdown_delay: must be between 0s and 3600s", 0, 0},
+	}
+	for _, tt := range tests {
+		c, err := Parse([]byte(fmt.Sprintf(base, tt.model, tt.extra)), "t.yaml")
+		if tt.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tt.err) {
+				t.Errorf("%q %q: got %v, want %s", tt.model, tt.extra, err, tt.err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("%q %q: %v", tt.model, tt.extra, err)
+		}
+		if g, p := c.Timeouts.FirstByte.D().Seconds(), c.FirstByteFor(c.Model("m")).Seconds(); g != tt.global || p != tt.per {
+			t.Errorf("%q %q: first_byte %v, for m %v", tt.model, tt.extra, g, p)
 		}
 	}
 }

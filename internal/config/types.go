@@ -127,6 +127,9 @@ type Model struct {
 	// TTFTTimeout is seconds or a duration; `false` disables the gate for
 	// this model.
 	TTFTTimeout *Toggle `yaml:"ttft_timeout"`
+	// FirstByteTimeout overrides timeouts.first_byte for this model:
+	// seconds or a duration; `false` turns the bound off.
+	FirstByteTimeout *Toggle `yaml:"first_byte_timeout"`
 }
 
 // ModelProvider is one provider entry of a model.
@@ -152,11 +155,22 @@ type Timeouts struct {
 	Write Duration `yaml:"write"`
 	// TTFT is the first-token timeout for streams; 0 = off. Range 1 s..86400 s.
 	TTFT Duration `yaml:"ttft"`
+	// FirstByte bounds each unary attempt until the upstream's first
+	// response byte (its status line); past it the attempt is abandoned
+	// and the next provider tried, as the TTFT gate does for streams.
+	// 0 = off (default), range 100 ms..86400 s.
+	FirstByte Duration `yaml:"first_byte"`
 	// Request is the overall deadline of one client request across all
 	// retries and rounds. Default 600 s, range 1 s..86400 s.
 	Request Duration `yaml:"request"`
 	// Shutdown bounds graceful draining at exit. Default 30 s, range 0..3600 s.
 	Shutdown Duration `yaml:"shutdown"`
+	// ShutdownDelay keeps serving after SIGTERM/SIGINT with /ready
+	// answering 503, so that a load balancer stops sending before the
+	// listener closes; then the drain (Shutdown) begins. Default 0 (off),
+	// range 0..3600 s; on Kubernetes set it above the readiness probe's
+	// period times its failure threshold (e.g. 10 s).
+	ShutdownDelay Duration `yaml:"shutdown_delay"`
 	// Stream bounds a relayed stream from its send to its end; a stream
 	// still running then is ended with an error event. 0 = off (default),
 	// range 1 s..86400 s.

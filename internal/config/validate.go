@@ -157,6 +157,10 @@ func (l *loader) validateTimeouts(t *Timeouts) {
 	l.durRange("timeouts.write", t.Write, time.Second, day)
 	reqOK := l.durRange("timeouts.request", t.Request, time.Second, day)
 	l.durRange("timeouts.shutdown", t.Shutdown, 0, time.Hour)
+	l.durRange("timeouts.shutdown_delay", t.ShutdownDelay, 0, time.Hour)
+	if t.FirstByte != 0 { // 0 means off, as when omitted
+		l.durRange("timeouts.first_byte", t.FirstByte, 100*time.Millisecond, day)
+	}
 	if t.Stream != 0 { // 0 means off, as when omitted
 		l.durRange("timeouts.stream", t.Stream, time.Second, day)
 	}
@@ -275,6 +279,13 @@ func (l *loader) validateModels(c *Config, providers []string) {
 				l.errAt(base+".ttft_timeout", "must be between 1s and 86400s, got 0s (use false to disable)")
 			} else {
 				l.durRange(base+".ttft_timeout", t.Value, time.Second, day)
+			}
+		}
+		if t := m.FirstByteTimeout; t != nil && !t.Disabled && !(t.Value == 0 && l.isBool(base+".first_byte_timeout")) {
+			if t.Value == 0 {
+				l.errAt(base+".first_byte_timeout", "must be between 100ms and 86400s, got 0s (use false to disable)")
+			} else {
+				l.durRange(base+".first_byte_timeout", t.Value, 100*time.Millisecond, day)
 			}
 		}
 		if len(m.Providers) == 0 {

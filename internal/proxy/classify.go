@@ -11,13 +11,15 @@ import (
 var (
 	errDeadline    = errors.New("request deadline passed")
 	errTTFT        = errors.New("no first token within the ttft timeout")
+	errFirstByte   = errors.New("no response within the first_byte timeout")
+	errEmptyAnswer = errors.New("stream finished without any content")
 	errEmptyStream = errors.New("stream ended before the first token")
 	errStreamError = errors.New("error event before the first token")
 )
 
 // Reason labels a failed attempt for logs, metrics and the client's
 // failure detail: quota_exhausted, rate_limited, client_error,
-// server_error, timeout, ttft_timeout, deadline, client_disconnect,
+// server_error, timeout, ttft_timeout, first_byte_timeout, empty_answer, deadline, client_disconnect,
 // upstream_disconnect, connection_reset, stream_error, bad_response, error.
 func Reason(e *provider.Error) string {
 	switch {
@@ -25,6 +27,10 @@ func Reason(e *provider.Error) string {
 		return "deadline"
 	case errors.Is(e.Err, errTTFT):
 		return "ttft_timeout"
+	case errors.Is(e.Err, errFirstByte):
+		return "first_byte_timeout"
+	case errors.Is(e.Err, errEmptyAnswer):
+		return "empty_answer"
 	case errors.Is(e.Err, errEmptyStream):
 		return "upstream_disconnect"
 	case errors.Is(e.Err, errStreamError):

@@ -20,6 +20,9 @@ const (
 	Commit
 	// Fail: the upstream reported an error inside the stream.
 	Fail
+	// Empty: the stream finished cleanly without any content, reasoning,
+	// tool call or refusal: no answer, so another provider is tried.
+	Empty
 )
 
 // Gate classifies a stream event for the first-token gate.
@@ -79,10 +82,22 @@ func choicesGate(ev *sse.Event, token func(choice gjson.Result) bool) Verdict {
 	}
 	v := Hold
 	r.Get("choices").ForEach(func(_, c gjson.Result) bool {
-		if f := c.Get("finish_reason"); token(c) || f.Exists() && f.Type != gjson.Null {
+		f := c.Get("finish_reason")
+		switch {
+		case token(c):
+			v = Commit
+		case !f.Exists() || f.Type == gjson.Null:
+		case f.Str == "stop":
+			// Finished, and nothing came before (a token commits): an
+			// empty answer, unless another choice has one.
+			v = Empty
+			return true
+		default:
+			// length (the client's limit, after hidden reasoning),
+			// tool_calls, content_filter: an answer in its own right.
 			v = Commit
 		}
-		return v == Hold
+		return v != Commit
 	})
 	return v
 }
@@ -100,8 +115,13 @@ func responsesGate(ev *sse.Event) Verdict {
 		return Fail
 	case "response.output_text.delta", "response.refusal.delta", "response.reasoning_text.delta",
 		"response.reasoning_summary_text.delta", "response.function_call_arguments.delta",
-		"response.completed", "response.incomplete":
+		"response.incomplete":
 		return Commit
+	case "response.completed":
+		if responseHasOutput(gjson.GetBytes(ev.Data, "response.output")) {
+			return Commit
+		}
+		return Empty
 	case "response.output_item.added":
 		if t := gjson.GetBytes(ev.Data, "item.type").String(); t != "message" && t != "reasoning" {
 			return Commit // tool calls and hosted tools are output too
@@ -118,12 +138,38 @@ func messagesGate(ev *sse.Event) Verdict {
 	switch typ {
 	case "error":
 		return Fail
-	case "content_block_delta", "message_delta", "message_stop":
+	case "content_block_delta":
 		return Commit
+	case "message_delta":
+		switch gjson.GetBytes(ev.Data, "delta.stop_reason").String() {
+		case "end_turn", "stop_sequence":
+			return Empty // finished before any content block delta
+		}
+		return Commit // max_tokens, tool_use, refusal, pause_turn: an answer
+	case "message_stop":
+		return Empty
 	case "content_block_start":
 		if gjson.GetBytes(ev.Data, "content_block.type").String() == "tool_use" {
 			return Commit
 		}
 	}
 	return Hold
+}
+
+// responseHasOutput reports whether a completed Responses API answer holds
+// anything: a non-message item (tool call, reasoning) or message text.
+func responseHasOutput(items gjson.Result) bool {
+	found := false
+	items.ForEach(func(_, it gjson.Result) bool {
+		if it.Get("type").String() != "message" {
+			found = true
+			return false
+		}
+		it.Get("content").ForEach(func(_, part gjson.Result) bool {
+			found = part.Get("text").String() != "" || part.Get("refusal").String() != ""
+			return !found
+		})
+		return !found
+	})
+	return found
 }

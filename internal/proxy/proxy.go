@@ -13,6 +13,8 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
+	"net/http/httptrace"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -42,6 +44,10 @@ type Options struct {
 	Deadline time.Duration
 	// TTFT is the first-token timeout for streams; 0 = off.
 	TTFT time.Duration
+	// FirstByte bounds a unary attempt until the upstream's first
+	// response byte (for an in-process provider: until its answer); 0 =
+	// off. Like TTFT, expiry falls back to the next provider at once.
+	FirstByte time.Duration
 	// Inspect enables the stream gate (tracking on). Off, a stream commits
 	// at its first byte.
 	Inspect bool
@@ -292,7 +298,7 @@ func (p *Proxy) tryProvider(ctx context.Context, c *Call, cand *route.Candidate,
 		} else {
 			p.observe(cand, health.Failure)
 		}
-		if reason == "ttft_timeout" || reason == "stream_error" {
+		if reason == "ttft_timeout" || reason == "first_byte_timeout" || reason == "stream_error" || reason == "empty_answer" {
 			return nil, false, false // fall back at once: this provider is slow or broken now
 		}
 		if attempt+1 >= c.Opts.MaxAttempts {
@@ -415,8 +421,27 @@ func (p *Proxy) send(ctx context.Context, c *Call, cand *route.Candidate, req *p
 		cancel()
 	})
 	stopWatch := func() bool { return stopTimer() || !fired.Load() }
-	timeout := func(perr *provider.Error) *provider.Error {
-		if fired.Load() {
+	var timeout func(perr *provider.Error) *provider.Error
+
+	// Unary: a second timer up to the first response byte, stopped by
+	// the transport's trace hook (or when Send returns, for providers
+	// that do not speak HTTP).
+	stopFirstByte := func() {}
+	var firstByteFired atomic.Bool
+	if !c.Stream && c.Opts.FirstByte > 0 && c.Opts.FirstByte < limit {
+		stopFB := p.Clock.AfterFunc(c.Opts.FirstByte, func() {
+			firstByteFired.Store(true)
+			cancel()
+		})
+		var once sync.Once
+		stopFirstByte = func() { once.Do(func() { stopFB() }) }
+		actx = httptrace.WithClientTrace(actx, &httptrace.ClientTrace{GotFirstResponseByte: stopFirstByte})
+	}
+	timeout = func(perr *provider.Error) *provider.Error {
+		switch {
+		case firstByteFired.Load():
+			return &provider.Error{Kind: provider.KindTimeout, Msg: errFirstByte.Error(), Err: errFirstByte}
+		case fired.Load():
 			return &provider.Error{Kind: provider.KindTimeout, Msg: why.Error(), Err: why}
 		}
 		return perr
@@ -424,6 +449,7 @@ func (p *Proxy) send(ctx context.Context, c *Call, cand *route.Candidate, req *p
 
 	sent := p.Clock.Now()
 	resp, sendErr := cand.Send.Send(actx, req)
+	stopFirstByte()
 	if sendErr != nil {
 		stopWatch()
 		var perr *provider.Error
@@ -495,6 +521,11 @@ func (p *Proxy) send(ctx context.Context, c *Call, cand *route.Candidate, req *p
 			res.Close()
 			return nil, &provider.Error{Kind: provider.KindBadResponse, Status: resp.Status, Body: append([]byte(nil), ev.Data...),
 				Msg: "error event before the first token", Err: errStreamError}
+		case Empty:
+			stopWatch()
+			res.Close()
+			return nil, &provider.Error{Kind: provider.KindBadResponse, Status: resp.Status,
+				Msg: errEmptyAnswer.Error(), Err: errEmptyAnswer}
 		case Commit:
 			if !stopWatch() {
 				// The timeout fired as the token arrived: the attempt's

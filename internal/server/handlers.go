@@ -356,6 +356,7 @@ func options(cfg *config.Config, m *config.Model, ep provider.Endpoint) proxy.Op
 	if inspect {
 		o.TTFT = cfg.TTFTFor(m)
 	}
+	o.FirstByte = cfg.FirstByteFor(m)
 	return o
 }
 
