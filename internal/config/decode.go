@@ -65,6 +65,15 @@ var unmarshalerType = reflect.TypeFor[yaml.Unmarshaler]()
 // marks the path so validation does not report it a second time.
 func (l *loader) decodeErr(line int, path, format string, args ...any) {
 	l.bad[path] = true
+	if secretField(path) {
+		// The message may quote the value (got "..."): a secret one says
+		// only what kind of value it was.
+		for i, a := range args {
+			if s, ok := a.(string); ok && strings.ContainsRune(s, '"') {
+				args[i] = "a value (not shown: the field is secret)"
+			}
+		}
+	}
 	l.errs = append(l.errs, &FieldError{File: l.file, Line: line, Field: path, Msg: fmt.Sprintf(format, args...)})
 }
 
@@ -135,7 +144,7 @@ func (l *loader) expand(n *yaml.Node, path string) bool {
 	v, err := expandEnv(n.Value, l.getenv)
 	if err != nil {
 		l.expanded[n] = false
-		l.decodeErr(n.Line, path, "%v", err)
+		l.decodeErr(n.Line, path, "%s", err.Error())
 		return false
 	}
 	l.expanded[n] = true
@@ -446,4 +455,22 @@ func (l *loader) scalar(n *yaml.Node, v reflect.Value, path string) {
 		// Only reachable if types.go gains a kind this walk does not know.
 		l.decodeErr(n.Line, path, "cannot decode into %s", v.Type())
 	}
+}
+
+// secretField reports whether the field at path holds a secret or may: an
+// API key, a token, a password-bearing URL, a header value (often
+// Authorization), a gateway key. Messages never quote such values.
+func secretField(path string) bool {
+	if strings.Contains(path, ".headers.") || strings.HasPrefix(path, "auth.keys") {
+		return true
+	}
+	for strings.HasSuffix(path, "]") {
+		path = parent(path)
+	}
+	name := path[strings.LastIndexByte(path, '.')+1:]
+	switch name {
+	case "api_key", "api_keys", "token", "metrics_token", "password", "url", "base_url":
+		return true
+	}
+	return strings.Contains(name, "secret") || strings.Contains(name, "token") || strings.Contains(name, "password")
 }

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 )
@@ -37,7 +38,7 @@ func expandEnv(s string, getenv func(string) (string, bool)) (string, error) {
 		}
 		end := strings.IndexByte(s[i+2:], '}')
 		if end < 0 {
-			return "", fmt.Errorf("unterminated \"${\" in %q", s)
+			return "", errors.New(`unterminated "${"`) // the value itself may be a secret
 		}
 		ref := s[i+2 : i+2+end]
 		name, def, hasDef := strings.Cut(ref, ":-")

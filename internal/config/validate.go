@@ -204,7 +204,7 @@ func (l *loader) validateProvider(name string, p *Provider) {
 	switch {
 	case p.BaseURL != "":
 		if u, err := url.Parse(p.BaseURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Hostname() == "" {
-			l.errAt(base+".base_url", "want an http:// or https:// URL with a host, got %q", p.BaseURL)
+			l.errAt(base+".base_url", "want an http:// or https:// URL with a host, got %q", redactURL(p.BaseURL))
 		}
 	case !mock:
 		l.errAt(base+".base_url", "required")
@@ -404,4 +404,17 @@ func secs(d time.Duration) string {
 // safe through any proxy).
 func notTokenChar(r rune) bool {
 	return !(r == '-' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z')
+}
+
+// redactURL is u for a message: a password (user:pass@) or a query (which
+// may hold ?key=) masked, and a URL that does not parse not shown at all.
+func redactURL(s string) string {
+	u, err := url.Parse(s)
+	if err != nil {
+		return "(a value that does not parse as a URL; not shown)"
+	}
+	if u.RawQuery != "" {
+		u.RawQuery = "xxxxx"
+	}
+	return u.Redacted()
 }
