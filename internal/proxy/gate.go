@@ -111,7 +111,9 @@ func responsesGate(ev *sse.Event) Verdict {
 		typ = gjson.GetBytes(ev.Data, "type").String()
 	}
 	switch typ {
-	case "error", "response.failed":
+	case "error", "response.failed", "response.not_found":
+		// response.not_found is LLM Proxy's stand-in for response.failed
+		// (a chained gateway forwards it): no answer here, try elsewhere.
 		return Fail
 	case "response.output_text.delta", "response.refusal.delta", "response.reasoning_text.delta",
 		"response.reasoning_summary_text.delta", "response.function_call_arguments.delta",

@@ -107,7 +107,8 @@ var errClientGone = errors.New("client went away")
 
 // streamTail watches relayed events and may add events at the end.
 type streamTail interface {
-	See(ev *sse.Event)
+	// See notes ev and reports whether to relay it now.
+	See(ev *sse.Event) bool
 	// Finish writes what the stream lacked at its end.
 	Finish(sw *sse.Writer)
 }
@@ -123,8 +124,8 @@ func (s *Server) pump(sw *sse.Writer, res *proxy.Result, tail streamTail, st *tr
 	// and everything up to the first token.
 	for i := range res.Held {
 		ev := &res.Held[i]
-		if tail != nil {
-			tail.See(ev)
+		if tail != nil && !tail.See(ev) {
+			continue
 		}
 		if st != nil {
 			st.See(ev, res.FirstToken)
@@ -152,8 +153,8 @@ func (s *Server) pump(sw *sse.Writer, res *proxy.Result, tail streamTail, st *tr
 			}
 			return err
 		}
-		if tail != nil {
-			tail.See(&ev)
+		if tail != nil && !tail.See(&ev) {
+			continue
 		}
 		raw := ev.Raw
 		if st != nil {
@@ -204,10 +205,17 @@ func (s *Server) costEvent(ev *sse.Event, res *proxy.Result, st *track.Stream) [
 }
 
 // responsesTail injects response.failed when a Responses stream ends
-// without a terminal event, so clients fail fast instead of hanging.
+// without a terminal event, so clients fail fast instead of hanging. A
+// stream that ends in response.not_found (what LLM Proxy sends in place of
+// response.failed, so a chained gateway forwards it) is such a stream too;
+// and a [DONE] before any terminal event is held back so that the
+// injected response.failed comes before it, where clients still read.
 type responsesTail struct{ terminal bool }
 
-func (t *responsesTail) See(ev *sse.Event) {
+func (t *responsesTail) See(ev *sse.Event) bool {
+	if ev.Done() {
+		return t.terminal
+	}
 	typ := ev.Name
 	if typ == "" && len(ev.Data) > 0 && ev.Data[0] == '{' {
 		typ = gjson.GetBytes(ev.Data, "type").String()
@@ -216,6 +224,7 @@ func (t *responsesTail) See(ev *sse.Event) {
 	case "response.completed", "response.failed", "response.incomplete", "error":
 		t.terminal = true
 	}
+	return true
 }
 
 func (t *responsesTail) Finish(sw *sse.Writer) {

@@ -7,6 +7,7 @@ import (
 
 	"switchboard/internal/config"
 	"switchboard/internal/provider"
+	"switchboard/internal/provider/mock"
 
 	"github.com/tidwall/gjson"
 )
@@ -101,4 +102,54 @@ func TestReloadAppliesUpstreamBounds(t *testing.T) {
 	if a := g.post("/v1/chat/completions", chatBody); a.Status != 200 {
 		t.Fatalf("after reload: %d %s", a.Status, a.Body)
 	}
+}
+
+// TestResponsesNotFoundStream: a /v1/responses stream ending in
+// response.not_found (LLM Proxy's stand-in for response.failed) gets the
+// treatment of an empty stream: response.failed with code upstream_stopped,
+// placed before any [DONE] so clients read it; with tracking.responses the
+// gate fails it before the first token and the next provider serves.
+func TestResponsesNotFoundStream(t *testing.T) {
+	const created = "event: response.created\ndata: {\"type\":\"response.created\",\"response\":{\"id\":\"r\"}}\n\n"
+	const notFound = "event: response.not_found\ndata: {\"type\":\"response.not_found\",\"response\":{\"id\":\"r\",\"status\":\"failed\",\"error\":{\"code\":\"upstream_stopped\"}}}\n\n"
+	const done = "data: [DONE]\n\n"
+	const good = "event: response.output_text.delta\ndata: {\"type\":\"response.output_text.delta\",\"delta\":\"hi\"}\n\n" +
+		"event: response.completed\ndata: {\"type\":\"response.completed\",\"response\":{\"id\":\"r\",\"status\":\"completed\"}}\n\n"
+	tests := []struct {
+		name, body string
+		failed     bool
+	}{
+		{"not_found then end", created + notFound, true},
+		{"not_found then [DONE]", created + notFound + done, true},
+		{"empty then [DONE]", created + done, true},
+		{"completed then [DONE]", created + good + done, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g := startGateway(t, mockYAML("m", "a"))
+			g.mock("a").Script(mock.Fault{Status: 200, Body: []byte(tt.body)})
+			a := g.post("/v1/responses", `{"model":"m","stream":true,"input":"hi"}`)
+			failedAt := strings.Index(a.Body, "event: response.failed")
+			if (failedAt >= 0) != tt.failed {
+				t.Fatalf("response.failed present = %v:\n%s", failedAt >= 0, a.Body)
+			}
+			if tt.failed && !strings.Contains(a.Body[failedAt:], `"code":"upstream_stopped"`) {
+				t.Fatalf("no upstream_stopped code:\n%s", a.Body)
+			}
+			if n := strings.Count(a.Body, "[DONE]"); strings.Contains(tt.body, "[DONE]") && n != 1 {
+				t.Fatalf("[DONE] %d times:\n%s", n, a.Body)
+			}
+			if d := strings.Index(a.Body, "[DONE]"); d >= 0 && failedAt > d {
+				t.Fatalf("response.failed after [DONE], where clients stop reading:\n%s", a.Body)
+			}
+		})
+	}
+	t.Run("gated: the next provider serves", func(t *testing.T) {
+		g := startGateway(t, mockYAML("m", "a", "b")+"tracking: {responses: true}\n")
+		g.mock("a").Script(mock.Fault{Status: 200, Body: []byte(created + notFound + done)})
+		a := g.post("/v1/responses", `{"model":"m","stream":true,"input":"hi"}`)
+		if a.Status != 200 || a.Header.Get("X-Switchboard-Provider") != "b" || strings.Contains(a.Body, "not_found") {
+			t.Fatalf("%d by %q:\n%s", a.Status, a.Header.Get("X-Switchboard-Provider"), a.Body)
+		}
+	})
 }
