@@ -66,7 +66,7 @@ func (s *Server) handleHealthDetail(w http.ResponseWriter, r *http.Request) {
 	}
 	now := s.Clock.Now()
 	status := "ok"
-	if s.draining.Load() {
+	if s.stopping.Load() || s.draining.Load() {
 		status = "draining"
 	}
 	models := make([]string, 0, len(snap.Config.Models))

@@ -78,6 +78,9 @@ type Server struct {
 	proxy    *proxy.Proxy
 	client   *http.Client
 	draining atomic.Bool
+	// stopping: shutdown began; /ready answers 503 while requests are
+	// still served for timeouts.shutdown_delay, before draining.
+	stopping atomic.Bool
 	// conns caps the listener Serve accepts on (nil before Serve).
 	conns atomic.Pointer[connlimit.Listener]
 
@@ -225,8 +228,9 @@ func (s *Server) Provider(name string) provider.Provider {
 	return s.instances[name].p
 }
 
-// Ready reports whether the server has a config and is not draining.
-func (s *Server) Ready() bool { return s.snap.Load() != nil && !s.draining.Load() }
+// Ready reports whether the server has a config and is not shutting down
+// (in the shutdown delay or draining).
+func (s *Server) Ready() bool { return s.snap.Load() != nil && !s.stopping.Load() && !s.draining.Load() }
 
 // Serve accepts on ln until ctx is done, then drains: it stops accepting,
 // lets in-flight requests and streams finish for up to the configured
@@ -259,11 +263,25 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		return err
 	case <-ctx.Done():
 	}
-	s.draining.Store(true)
-	bound := 30 * time.Second
+	// First only /ready turns 503, while everything is still served, so
+	// that a load balancer takes this replica out before it stops
+	// accepting; then the drain.
+	s.stopping.Store(true)
+	bound, delay := 30*time.Second, time.Duration(0)
 	if snap := s.snap.Load(); snap != nil {
-		bound = snap.Config.Timeouts.Shutdown.D()
+		bound, delay = snap.Config.Timeouts.Shutdown.D(), snap.Config.Timeouts.ShutdownDelay.D()
 	}
+	if delay > 0 {
+		s.Log.Info("shutting down: not ready, still serving for timeouts.shutdown_delay", "delay", delay.String())
+		t, stop := s.Clock.After(delay)
+		select {
+		case <-t:
+		case err := <-errc:
+			stop()
+			return err
+		}
+	}
+	s.draining.Store(true)
 	s.Log.Info("shutting down: draining in-flight requests", "bound", bound.String())
 	sctx, cancel := context.WithTimeout(context.Background(), bound)
 	defer cancel()

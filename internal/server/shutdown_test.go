@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"switchboard/internal/clock"
 	"switchboard/internal/config"
 )
 
@@ -60,5 +61,72 @@ timeouts: {shutdown: 10}
 	}
 	if _, err := http.Get(url + "/health"); err == nil {
 		t.Fatal("still accepting after shutdown")
+	}
+}
+
+// TestShutdownDelayKeepsServingWhileNotReady: during
+// timeouts.shutdown_delay /ready answers 503 and /health/detail says
+// draining, yet new requests are still served and the listener is open;
+// after the delay the gateway stops accepting and exits.
+func TestShutdownDelayKeepsServingWhileNotReady(t *testing.T) {
+	cfg, err := config.Parse([]byte(`providers:
+  a: {type: mock, mock: {tokens: 3}}
+models:
+  - name: m
+    providers: [{provider: a}]
+timeouts: {shutdown: 10, shutdown_delay: 15}
+`), "t.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk := clock.NewFake(time.Now())
+	s := New(slog.New(slog.NewTextHandler(io.Discard, nil)), clk, nil)
+	s.Apply(cfg)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- s.Serve(ctx, ln) }()
+	url := "http://" + ln.Addr().String()
+	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	get := func(path string) int {
+		resp, err := client.Get(url + path)
+		if err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if get("/ready") != 200 {
+		t.Fatal("not ready before shutdown")
+	}
+	cancel() // SIGTERM
+	waitFor(t, func() bool { return clk.Waiters() == 1 }) // the delay has begun
+	if code := get("/ready"); code != 503 {
+		t.Fatalf("/ready during the delay = %d, want 503", code)
+	}
+	resp, err := client.Post(url+"/v1/chat/completions", "application/json", strings.NewReader(chatBody))
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("request during the delay: %v %v", err, resp)
+	}
+	resp.Body.Close()
+	select {
+	case <-served:
+		t.Fatal("Serve returned before the delay ended")
+	default:
+	}
+	clk.Advance(15 * time.Second)
+	select {
+	case err := <-served:
+		if err != nil {
+			t.Fatalf("Serve returned %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Serve did not return after the delay")
+	}
+	if _, err := client.Get(url + "/health"); err == nil {
+		t.Fatal("still accepting after the drain")
 	}
 }
