@@ -1,10 +1,13 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -216,5 +219,69 @@ func TestQueueCancellationReachesUpstream(t *testing.T) {
 			}
 			time.Sleep(20 * time.Millisecond)
 		}
+	}
+}
+
+// A worker killed after stream bytes reached the client: the origin ends
+// the stream with an error event and [DONE] (a stream cannot be resumed
+// by another worker), and the job is not run again.
+func TestQueueWorkerKilledMidStream(t *testing.T) {
+	srv := redistest.Start(t)
+	up := newUpstream(t)
+	in := startProc(t, "ingress", queueYAML(srv.URL, up.URL, "in", ""), "ingress")
+	w1 := startProc(t, "w1", queueYAML(srv.URL, up.URL, "w1", ""), "worker")
+	body := `{"model":"m","stream":true,"messages":[{"role":"user","content":"partial:cut1"}]}`
+	req, _ := http.NewRequest(http.MethodPost, in.URL+"/v1/chat/completions", strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := procClient.Do(req)
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("stream: %v %v", resp, err)
+	}
+	defer resp.Body.Close()
+	rd := bufio.NewReader(resp.Body)
+	first, _ := rd.ReadString('\n')
+	if !strings.Contains(first, "first") {
+		t.Fatalf("first line %q", first)
+	}
+	start := time.Now()
+	w1.signal(syscall.SIGKILL)
+	rest, _ := io.ReadAll(rd)
+	if !strings.Contains(string(rest), `"error"`) || !strings.HasSuffix(string(rest), "data: [DONE]\n\n") {
+		t.Fatalf("after the crash: %q", rest)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Fatalf("the stream ended %v after the crash", d)
+	}
+	startProc(t, "w2", queueYAML(srv.URL, up.URL, "w2", ""), "worker")
+	time.Sleep(200 * time.Millisecond) // a redelivery would call within this
+	up.mu.Lock()
+	defer up.mu.Unlock()
+	if n := len(up.calls["cut1"]); n != 1 {
+		t.Fatalf("the cut stream was run %d times", n)
+	}
+}
+
+// An ingress that dies while its job runs: its origin lease expires and
+// the job is canceled, so the worker stops the upstream call.
+func TestQueueOriginDeathCancelsJob(t *testing.T) {
+	srv := redistest.Start(t)
+	up := newUpstream(t)
+	in := startProc(t, "ingress", queueYAML(srv.URL, up.URL, "in", ""), "ingress")
+	startProc(t, "w1", queueYAML(srv.URL, up.URL, "w1", ""), "all")
+	go chat(context.Background(), in.URL, "m", "hang:orphan1", false)
+	up.waitCall(t, "orphan1", 1)
+	in.signal(syscall.SIGKILL)
+	deadline := time.Now().Add(8 * time.Second) // origin_lease 2 s, reaper every 200 ms
+	for {
+		up.mu.Lock()
+		_, gone := up.gone["orphan1"]
+		up.mu.Unlock()
+		if gone {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the orphaned job's upstream call was never canceled")
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }

@@ -167,6 +167,13 @@ func (u *upstream) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	content := "answer " + id + " by " + worker
+	if mode == "partial" { // one token, then silence until the caller leaves
+		w.Header().Set("Content-Type", "text/event-stream")
+		io.WriteString(w, "data: {\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"first\"}}]}\n\n")
+		w.(http.Flusher).Flush()
+		wait(time.Minute)
+		return
+	}
 	if gjson.GetBytes(body, "stream").Bool() {
 		w.Header().Set("Content-Type", "text/event-stream")
 		fl := w.(http.Flusher)

@@ -101,5 +101,9 @@ func (s *Server) handleHealthDetail(w http.ResponseWriter, r *http.Request) {
 		}
 		out[name] = dm
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"status": status, "models": models, "providers": out, "timestamp": now.UTC()})
+	body := map[string]any{"status": status, "models": models, "providers": out, "timestamp": now.UTC()}
+	if q := s.queueDetail(r.Context()); q != nil {
+		body["queue"] = q
+	}
+	writeJSON(w, http.StatusOK, body)
 }

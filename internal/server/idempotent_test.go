@@ -90,6 +90,6 @@ func concurrentDuplicates(t *testing.T, urls []string, calls func() int64) {
 func TestIdempotencyAcrossIngressReplicas(t *testing.T) {
 	srv := redistest.Start(t)
 	yaml := strings.Replace(mockYAML("m", "a"), "mock: {tokens: 5}", "mock: {tokens: 5, ttft_ms: 300}", 1)
-	reps := startQueued(t, srv, yaml, ingressOnly, ingressOnly, workerOnly)
+	reps := startQueued(t, srv, yaml, "", ingressOnly, ingressOnly, workerOnly)
 	concurrentDuplicates(t, []string{reps[0].URL, reps[1].URL}, func() int64 { return reps[2].mock("a").Calls() })
 }

@@ -3,6 +3,9 @@ package server
 import (
 	"context"
 	"io"
+	"net/http"
+	"sync"
+	"sync/atomic"
 	"log/slog"
 	"net/http/httptest"
 	"os"
@@ -27,9 +30,11 @@ type replica struct {
 	stop func() // ends the worker loop (and waits for it to drain)
 }
 
-func startQueued(t *testing.T, srv *redistest.Server, yaml string, roles ...Role) []*replica {
+// startQueued serves yaml in queue mode; queueLines adds lines (indented two
+// spaces) to its queue section.
+func startQueued(t *testing.T, srv *redistest.Server, yaml, queueLines string, roles ...Role) []*replica {
 	t.Helper()
-	yaml += "redis: {url: \"" + srv.URL + "\"}\nqueue:\n  mode: redis\n"
+	yaml += "redis: {url: \"" + srv.URL + "\"}\nqueue:\n  mode: redis\n" + queueLines
 	cfg, err := config.Parse([]byte(yaml), "queue.yaml")
 	if err != nil {
 		t.Fatalf("config: %v", err)
@@ -73,7 +78,7 @@ func TestQueueServesLikeLocal(t *testing.T) {
 	srv := redistest.Start(t)
 	yaml := mockYAML("m", "a")
 	local := startGateway(t, yaml)
-	reps := startQueued(t, srv, yaml, ingressOnly, workerOnly)
+	reps := startQueued(t, srv, yaml, "", ingressOnly, workerOnly)
 	in, wk := reps[0], reps[1]
 	cases := []struct{ path, body string }{
 		{"/v1/chat/completions", chatBody},
@@ -116,4 +121,81 @@ func shape(body string) string {
 		b.WriteString(line + "\n")
 	}
 	return b.String()
+}
+
+// With no worker running, 50 concurrent submits over two ingress
+// replicas against queue.depth 10: exactly 10 wait, 40 are refused with
+// 503 queue_full and Retry-After; /v1/health/detail and the gauges show
+// the 10. The waiting clients then leave, and their jobs are canceled.
+func TestQueueDepthBoundAcrossIngress(t *testing.T) {
+	srv := redistest.Start(t)
+	reps := startQueued(t, srv, mockYAML("m", "a"), "  depth: 10\n", ingressOnly, ingressOnly)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var full atomic.Int64
+	var wg sync.WaitGroup
+	for i := range 50 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, reps[i%2].URL+"/v1/chat/completions", strings.NewReader(chatBody))
+			resp, err := fleetClient.Do(req)
+			if err != nil {
+				return // one of the 10 waiting, canceled below
+			}
+			defer resp.Body.Close()
+			b, _ := io.ReadAll(resp.Body)
+			if resp.StatusCode == 503 && resp.Header.Get("Retry-After") != "" && gjson.GetBytes(b, "error.code").String() == "queue_full" {
+				full.Add(1)
+			} else {
+				t.Errorf("unexpected %d %s", resp.StatusCode, b)
+			}
+		}()
+	}
+	waitFor(t, func() bool { return full.Load() == 40 })
+	d := reps[0].get("/v1/health/detail")
+	if w := gjson.Get(d.Body, "queue.waiting.a").Int(); w != 10 || gjson.Get(d.Body, "queue.role").String() != "ingress" {
+		t.Fatalf("health detail: %s", d.Body)
+	}
+	if m := reps[1].get("/metrics").Body; !strings.Contains(m, `switchboard_queue_waiting{provider="a"} 10`) {
+		t.Fatalf("metrics lack the waiting gauge")
+	}
+	cancel()
+	wg.Wait()
+	waitFor(t, func() bool {
+		return strings.Contains(reps[0].get("/metrics").Body, `switchboard_queue_waiting{provider="a"} 0`)
+	})
+	if full.Load() != 40 {
+		t.Fatalf("%d refused, want 40", full.Load())
+	}
+}
+
+// Redis killed under load: the queue fails closed (503 with Retry-After,
+// no crash), and serves again after Redis restarts, without a restart of
+// the gateway.
+func TestQueueRedisRestartUnderLoad(t *testing.T) {
+	srv := redistest.Start(t)
+	reps := startQueued(t, srv, mockYAML("m", "a"), "", Role{Ingress: true, Worker: true})
+	g := reps[0]
+	if a := g.post("/v1/chat/completions", chatBody); a.Status != 200 {
+		t.Fatalf("before: %d %s", a.Status, a.Body)
+	}
+	srv.Kill()
+	waitFor(t, func() bool {
+		a := g.post("/v1/chat/completions", chatBody)
+		if a.Status != 503 {
+			return false
+		}
+		if a.Header.Get("Retry-After") == "" || gjson.Get(a.Body, "error.code").String() != "queue_unavailable" {
+			t.Fatalf("while down: %d %v %s", a.Status, a.Header, a.Body)
+		}
+		return true
+	})
+	srv.Restart()
+	waitFor(t, func() bool { return g.post("/v1/chat/completions", chatBody).Status == 200 })
+	// Streams too: the worker's and origin's subscriptions came back.
+	a := g.post("/v1/chat/completions", `{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}`)
+	if a.Status != 200 || !strings.HasSuffix(a.Body, "data: [DONE]\n\n") {
+		t.Fatalf("stream after restart: %d %q", a.Status, a.Body)
+	}
 }

@@ -51,7 +51,47 @@ func (s *Server) queueState() (metrics.QueueState, bool) {
 	if err != nil {
 		return metrics.QueueState{}, false
 	}
+	// Every configured provider has a series, 0 until it has waited.
+	if snap := s.snap.Load(); snap != nil {
+		for name := range snap.Config.Providers {
+			if _, ok := st.Waiting[name]; !ok {
+				st.Waiting[name] = 0
+			}
+		}
+	}
 	return metrics.QueueState{Waiting: st.Waiting, Leased: st.Leased, DLQ: st.DLQ}, true
+}
+
+// queueDetail is the queue section of /v1/health/detail (nil with the
+// queue off): this replica's role and the shared queue's state, or the
+// error that kept it from being read.
+func (s *Server) queueDetail(ctx context.Context) map[string]any {
+	qg := s.queueing
+	if qg == nil {
+		return nil
+	}
+	role := "all"
+	switch {
+	case qg.Ingress && !qg.Worker:
+		role = "ingress"
+	case qg.Worker && !qg.Ingress:
+		role = "worker"
+	}
+	out := map[string]any{"mode": "redis", "role": role, "namespace": queue.Namespace}
+	ctx, cancel := context.WithTimeout(ctx, qg.Q.OpTimeout())
+	defer cancel()
+	st, err := qg.Q.Stats(ctx)
+	if err != nil {
+		out["available"], out["error"] = false, "redis does not answer"
+		return out
+	}
+	o := qg.Q.Options()
+	out["available"] = true
+	out["waiting"], out["leased"], out["retained_jobs"], out["dlq"] = st.Waiting, st.Leased, st.Retained, st.DLQ
+	out["bytes"] = map[string]int64{"requests": st.BaseBytes, "terminals": st.TerminalBytes, "dlq": st.DLQBytes}
+	out["limits"] = map[string]any{"depth": o.Depth, "max_deliveries": o.MaxDeliveries, "lease_seconds": o.Lease.Seconds(),
+		"retained_jobs": o.RetainedJobs, "dlq_max": o.DLQMax}
+	return out
 }
 
 // originFor returns this replica's subscription, starting it on first use
