@@ -3,13 +3,13 @@ package server
 import (
 	"context"
 	"io"
-	"net/http"
-	"sync"
-	"sync/atomic"
 	"log/slog"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
