@@ -58,6 +58,11 @@ type Mode struct {
 	// Meter, when set, runs the gateway metered with that store (sqlite,
 	// memory, redis): see metered.go.
 	Meter string `json:"meter,omitempty"`
+	// Queue runs the gateway with queue.mode: redis (one process, role
+	// all: enqueue, lease, run, publish back) on a throwaway Redis; its
+	// figures against the same mode with the queue off are the queue's
+	// added latency.
+	Queue bool `json:"queue,omitempty"`
 }
 
 // plan is the list of modes. The full plan fits ./scripts/bench in under
@@ -80,6 +85,8 @@ func plan(smoke bool) []Mode {
 			{Role: "metered-redis", Kind: kindClosed, Conc: 4, Duration: d, Slices: 1, Meter: meterRedis},
 			{Role: "metered-open-sqlite", Kind: kindOpen, Rate: 50, Duration: d, Slices: 1, Meter: meterSQLite},
 			{Role: "metered-open-redis", Kind: kindOpen, Rate: 50, Duration: d, Slices: 1, Meter: meterRedis},
+			{Role: "queue-open", Kind: kindOpen, Rate: 50, Duration: d, Slices: 1, Queue: true},
+			{Role: "queue-stream-open", Kind: kindStreamOpen, Rate: 30, Duration: d, Slices: 1, Tokens: 5, Interval: 5 * time.Millisecond, Queue: true},
 		}
 	}
 	// The metered modes get 6 s per target (three slices of 2 s) to keep
@@ -99,6 +106,12 @@ func plan(smoke bool) []Mode {
 		{Role: "metered-redis", Kind: kindClosed, Conc: 16, Duration: md, Slices: 3, Meter: meterRedis},
 		{Role: "metered-open-sqlite", Kind: kindOpen, Rate: 300, Duration: md, Slices: 3, Meter: meterSQLite},
 		{Role: "metered-open-redis", Kind: kindOpen, Rate: 300, Duration: md, Slices: 3, Meter: meterRedis},
+		// The queue's added latency: the same 100 requests/s and 50
+		// streams/s with the queue off, then on.
+		{Role: "open-100", Kind: kindOpen, Rate: 100, Duration: md, Slices: 3},
+		{Role: "queue-open", Kind: kindOpen, Rate: 100, Duration: md, Slices: 3, Queue: true},
+		{Role: "stream-open-50", Kind: kindStreamOpen, Rate: 50, Duration: md, Slices: 3, Tokens: 50, Interval: 20 * time.Millisecond},
+		{Role: "queue-stream-open", Kind: kindStreamOpen, Rate: 50, Duration: md, Slices: 3, Tokens: 50, Interval: 20 * time.Millisecond, Queue: true},
 	}
 }
 
@@ -120,6 +133,10 @@ func (m *Mode) fill() {
 	if m.Meter != "" {
 		m.Name = "metered-" + m.Meter + "-" + strings.TrimPrefix(strings.TrimPrefix(m.Name, "closed-"), "open-")
 		m.Title += ", metered (tenant key with RPM, TPM, daily count and budget; priced model; store " + m.Meter + ")"
+	}
+	if m.Queue {
+		m.Name = "queue-" + m.Name
+		m.Title += ", queue.mode: redis (one gateway process, role all, Redis on loopback)"
 	}
 	if m.Kind != kindStreamConc {
 		m.Title += fmt.Sprintf(", %v per target in %d slice(s)", m.Duration, m.Slices)
@@ -273,7 +290,7 @@ func Run(o Options) (*Report, error) {
 
 // feasible explains why a mode cannot run on this machine ("" when it can).
 func feasible(m Mode) string {
-	if m.Meter == meterRedis && redisBinary() == "" {
+	if (m.Meter == meterRedis || m.Queue) && redisBinary() == "" {
 		return "redis-server is not installed"
 	}
 	if m.Kind != kindStreamConc {
@@ -320,7 +337,7 @@ func (h *harness) startEnv(m Mode, pprof bool) error {
 	if h.up, err = h.startChild("upstream", "--listen", "127.0.0.1:0"); err != nil {
 		return err
 	}
-	if m.Meter == meterRedis {
+	if m.Meter == meterRedis || m.Queue {
 		if h.redis, err = h.startRedis(); err != nil {
 			return err
 		}

@@ -103,6 +103,13 @@ func (h *harness) writeGatewayConfig(m Mode, upURL string) (string, error) {
 		}
 		body = meteredConfig(upURL, keys, db, m.Meter, redisAddr)
 	}
+	if m.Queue {
+		if h.redis == nil {
+			return "", fmt.Errorf("queue mode without a redis-server")
+		}
+		body = strings.Replace(body, "store:\n  backend: memory\n", "", 1) +
+			"redis:\n  url: redis://" + h.redis.addr + "/0\nqueue:\n  mode: redis\n"
+	}
 	return cfg, os.WriteFile(cfg, []byte(body), 0o600)
 }
 

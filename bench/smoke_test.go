@@ -65,7 +65,7 @@ func TestSmoke(t *testing.T) {
 		if m.Skipped != "" {
 			// Without redis-server the metered Redis modes cannot run; as
 			// with redistest, that is a skip unless CI is set.
-			if m.Meter == meterRedis && redisBinary() == "" && os.Getenv("CI") == "" {
+			if (m.Meter == meterRedis || m.Queue) && redisBinary() == "" && os.Getenv("CI") == "" {
 				t.Logf("%s skipped: %s", m.Name, m.Skipped)
 				continue
 			}
