@@ -199,3 +199,39 @@ func TestQueueRedisRestartUnderLoad(t *testing.T) {
 		t.Fatalf("stream after restart: %d %q", a.Status, a.Body)
 	}
 }
+
+// The worker serves a job as the caller it came from: the key travels as
+// its digest, and the tenant's own limits answer through the queue (429
+// with Retry-After, as without it).
+func TestQueueCarriesTheCallerIdentity(t *testing.T) {
+	srv := redistest.Start(t)
+	yaml := mockYAML("m", "a") + "auth:\n  keys:\n    sk-acme: {tenant: acme, rpm: 1}\n"
+	reps := startQueued(t, srv, yaml, "", ingressOnly, workerOnly)
+	if a := reps[0].post("/v1/chat/completions", chatBody); a.Status != 401 {
+		t.Fatalf("no key: %d", a.Status)
+	}
+	if a := reps[0].post("/v1/chat/completions", chatBody, "Authorization", "Bearer sk-acme"); a.Status != 200 {
+		t.Fatalf("first: %d %s", a.Status, a.Body)
+	}
+	a := reps[0].post("/v1/chat/completions", chatBody, "Authorization", "Bearer sk-acme")
+	if a.Status != 429 || a.Header.Get("Retry-After") == "" || gjson.Get(a.Body, "error.code").String() != "rate_limit_exceeded" {
+		t.Fatalf("over the tenant's rpm: %d %v %s", a.Status, a.Header, a.Body)
+	}
+}
+
+// A unary result larger than the terminal capacity reserved for it
+// becomes a fixed-size error, not a crash or a partial answer.
+func TestQueueOversizedResultIsAFixedError(t *testing.T) {
+	srv := redistest.Start(t)
+	yaml := strings.Replace(mockYAML("m", "a"), "mock: {tokens: 5}", "mock: {tokens: 3000}", 1)
+	reps := startQueued(t, srv, yaml, "  unary_terminal_bytes: 4096\n", ingressOnly, workerOnly)
+	a := reps[0].post("/v1/chat/completions", chatBody)
+	if a.Status != 502 || !strings.Contains(a.Body, "queue.unary_terminal_bytes") {
+		t.Fatalf("oversized: %d %.300s", a.Status, a.Body)
+	}
+	// Streams are not bound by it: their bytes are relayed as they come.
+	s := reps[0].post("/v1/chat/completions", `{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}`)
+	if s.Status != 200 || !strings.HasSuffix(s.Body, "data: [DONE]\n\n") || len(s.Body) < 4096 {
+		t.Fatalf("stream: %d %d bytes", s.Status, len(s.Body))
+	}
+}
