@@ -62,17 +62,22 @@ func TestQueueProcesses300Mixed(t *testing.T) {
 	}
 }
 
+// twoWorkers starts Redis, the upstream, an ingress and workers w1, w2.
+func twoWorkers(t *testing.T) (*redistest.Server, *upstream, *proc, map[string]*proc) {
+	srv := redistest.Start(t)
+	up := newUpstream(t)
+	in := startProc(t, "ingress", queueYAML(srv.URL, up.URL, "in", ""), "ingress")
+	return srv, up, in, map[string]*proc{
+		"w1": startProc(t, "w1", queueYAML(srv.URL, up.URL, "w1", ""), "worker"),
+		"w2": startProc(t, "w2", queueYAML(srv.URL, up.URL, "w2", ""), "worker"),
+	}
+}
+
 // kill -9 of the worker serving a unary call, or a stream before its
 // first token: the other worker serves it and the client gets the whole
 // answer, never an error.
 func TestQueueWorkerKilledMidCall(t *testing.T) {
-	srv := redistest.Start(t)
-	up := newUpstream(t)
-	in := startProc(t, "ingress", queueYAML(srv.URL, up.URL, "in", ""), "ingress")
-	workers := map[string]*proc{
-		"w1": startProc(t, "w1", queueYAML(srv.URL, up.URL, "w1", ""), "worker"),
-		"w2": startProc(t, "w2", queueYAML(srv.URL, up.URL, "w2", ""), "worker"),
-	}
+	srv, up, in, workers := twoWorkers(t)
 	for _, tc := range []struct {
 		id     string
 		stream bool
@@ -105,13 +110,7 @@ func TestQueueWorkerKilledMidCall(t *testing.T) {
 // A worker stopped (SIGSTOP) past its lease and then resumed can neither
 // publish nor complete: the answer delivered is its replacement's.
 func TestQueueStoppedWorkerIsFenced(t *testing.T) {
-	srv := redistest.Start(t)
-	up := newUpstream(t)
-	in := startProc(t, "ingress", queueYAML(srv.URL, up.URL, "in", ""), "ingress")
-	workers := map[string]*proc{
-		"w1": startProc(t, "w1", queueYAML(srv.URL, up.URL, "w1", ""), "worker"),
-		"w2": startProc(t, "w2", queueYAML(srv.URL, up.URL, "w2", ""), "worker"),
-	}
+	_, up, in, workers := twoWorkers(t)
 	type result struct {
 		status int
 		body   string
