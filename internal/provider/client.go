@@ -159,7 +159,8 @@ func ReadUnary(ctx context.Context, body io.ReadCloser) ([]byte, error) {
 }
 
 // ReadUnarySized is ReadUnary knowing the answer's Content-Length (-1 when
-// unknown), so that a declared length is read into one exact buffer.
+// unknown), so that a declared length is read into one exact buffer. The
+// buffers are reserved in the Hold of ctx (WithHold), if any.
 func ReadUnarySized(ctx context.Context, body io.ReadCloser, size int64) ([]byte, error) {
 	if b, ok := body.(*Buffered); ok {
 		out, _ := b.Bytes()
@@ -169,7 +170,7 @@ func ReadUnarySized(ctx context.Context, body io.ReadCloser, size int64) ([]byte
 	if size > MaxUnaryBody {
 		return nil, &Error{Kind: KindBadResponse, Msg: "upstream answer larger than 32 MiB"}
 	}
-	b, err := ReadAllSized(io.LimitReader(body, MaxUnaryBody+1), size)
+	b, err := readBounded(body, size, MaxUnaryBody, holdOf(ctx))
 	if err != nil {
 		return nil, TransportError(ctx, err)
 	}

@@ -125,10 +125,14 @@ type Result struct {
 	Sent   time.Time
 	body   io.Closer
 	cancel context.CancelFunc
+	// hold is the unary Body's share of the buffer budget.
+	hold *provider.Hold
 }
 
-// Close releases the upstream stream.
+// Close releases the upstream stream, or the unary answer's share of the
+// buffer budget.
 func (r *Result) Close() {
+	r.hold.Release()
 	if r.body != nil {
 		r.body.Close()
 	}
@@ -175,6 +179,9 @@ type Proxy struct {
 	Metrics *metrics.Metrics
 	// Jitter returns a number in [0,1); nil uses math/rand.
 	Jitter func() float64
+	// Buffers bounds the unary answers held in memory, gateway-wide; nil
+	// bounds each answer only (provider.MaxUnaryBody).
+	Buffers *provider.Budget
 }
 
 // staleRetries are free retries for a pooled connection that died before
@@ -342,7 +349,13 @@ func (p *Proxy) attempt(ctx context.Context, c *Call, cand *route.Candidate, dea
 			return nil, &provider.Error{Kind: provider.KindRefused, Status: ref.Status, Msg: ref.Message, Err: ref}
 		}
 	}
-	res, perr := p.send(ctx, c, cand, req, native, deadline)
+	hold := p.Buffers.Hold()
+	res, perr := p.send(provider.WithHold(ctx, hold), c, cand, req, native, deadline)
+	if perr == nil && res.Events == nil {
+		res.hold = hold // released once the answer is relayed (Close)
+	} else {
+		hold.Release()
+	}
 	if perr == nil && res.Events == nil {
 		res.Usage = track.Unary(ProtocolOf(req.Endpoint), res.Body) // once, for every reader
 	}

@@ -407,3 +407,54 @@ retries: {max_attempts: 1, max_rounds: 1}
 		})
 	}
 }
+
+// TestBufferBudget: unary answers held in memory share one gateway-wide
+// budget (limits.max_buffered_bytes); an answer that does not fit fails
+// its attempt as bad_response and the next provider serves, and every
+// byte is given back once the answers are relayed.
+func TestBufferBudget(t *testing.T) {
+	big := `{"id":"x","object":"chat.completion","pad":"` + strings.Repeat("x", 3<<20) + `","choices":[]}`
+	for _, declared := range []bool{true, false} {
+		t.Run(fmt.Sprintf("content-length %v", declared), func(t *testing.T) {
+			up, calls := countingUpstream(t, func(_ int64, w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Content-Type", "application/json")
+				if !declared {
+					w.(http.Flusher).Flush() // chunked: no declared length
+				}
+				_, _ = io.WriteString(w, big)
+			})
+			good, _ := countingUpstream(t, func(_ int64, w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Content-Type", "application/json")
+				_, _ = io.WriteString(w, chatAnswer)
+			})
+			g := startGateway(t, fmt.Sprintf(`providers:
+  big: {type: openai, base_url: %s/v1, api_key: k1}
+  good: {type: openai, base_url: %s/v1, api_key: k2}
+models:
+  - name: m
+    providers: [{provider: big}, {provider: good}]
+  - name: only-big
+    providers: [{provider: big}]
+retries: {max_attempts: 1, max_rounds: 1}
+limits: {max_buffered_bytes: 2097152}
+`, up.URL, good.URL))
+			a := g.post("/v1/chat/completions", chatBody)
+			if a.Status != 200 || a.Header.Get("X-Switchboard-Provider") != "good" || calls.Load() != 1 {
+				t.Fatalf("status %d by %q: %.200s", a.Status, a.Header.Get("X-Switchboard-Provider"), a.Body)
+			}
+			if m := g.get("/metrics").Body; !strings.Contains(m, `provider="big",reason="bad_response"} 1`) {
+				t.Fatalf("not counted as bad_response:\n%s", grepLines(m, "provider_failure"))
+			}
+			waitFor(t, func() bool { return g.proxy.Buffers.Used() == 0 }) // given back
+			// Raised by reload, the same answer fits and is relayed whole.
+			cfg := *g.Snapshot().Config
+			cfg.Limits.MaxBufferedBytes = 8 << 20
+			g.Apply(&cfg)
+			a = g.post("/v1/chat/completions", strings.Replace(chatBody, `"m"`, `"only-big"`, 1))
+			if a.Status != 200 || len(a.Body) < 3<<20 {
+				t.Fatalf("status %d, %d bytes", a.Status, len(a.Body))
+			}
+			waitFor(t, func() bool { return g.proxy.Buffers.Used() == 0 })
+		})
+	}
+}

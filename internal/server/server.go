@@ -115,7 +115,8 @@ func New(log *slog.Logger, clk clock.Clock, client *http.Client) *Server {
 			}
 			s.Metrics.Probes.WithLabelValues(model, p, outcome).Inc()
 		}}
-	s.proxy = &proxy.Proxy{Clock: clk, Log: log, Health: s.Health, Metrics: s.Metrics}
+	s.proxy = &proxy.Proxy{Clock: clk, Log: log, Health: s.Health, Metrics: s.Metrics,
+		Buffers: provider.NewBudget(512 << 20)} // the configured limit is set by Apply
 	return s
 }
 
@@ -169,6 +170,7 @@ func (s *Server) Apply(cfg *config.Config) {
 	if s.queueing != nil {
 		s.queueing.Q.SetOptions(QueueOptions(cfg))
 	}
+	s.proxy.Buffers.SetLimit(cfg.Limits.MaxBufferedBytes)
 	s.Stats.SetWindow(cfg.Performance.SampleWindow.D())
 	s.Prober.SetMaxPerMinute(cfg.Performance.ProbeMaxPerMinute)
 	snap := &Snapshot{Config: cfg, Routes: table, advisory: admit.AdvisoryEnabled(cfg), advisoryNames: admit.NamesFor(cfg.Limits.AdvisoryPrefix), loaded: s.Clock.Now(),
