@@ -41,7 +41,11 @@ func startFleet(t *testing.T, srv *redistest.Server, n int, yaml string) []*gate
 			w = io.MultiWriter(logs, os.Stderr)
 		}
 		log := slog.New(LogHandler{slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelInfo})}).With("replica", i+1)
-		st, err := store.OpenRedis(store.RedisOptions{URL: srv.URL, ProbeInterval: 50 * time.Millisecond, Log: log})
+		// A long command timeout: these tests are about what is shared, and
+		// on a loaded 2-core machine a 500 ms timeout sends a replica to
+		// its in-process fallback (rates fail open) and admits too much.
+		// A killed Redis still refuses at once.
+		st, err := store.OpenRedis(store.RedisOptions{URL: srv.URL, ProbeInterval: 50 * time.Millisecond, CommandTimeout: 10 * time.Second, Log: log})
 		if err != nil {
 			t.Fatal(err)
 		}
