@@ -232,7 +232,9 @@ func (s *Server) Provider(name string) provider.Provider {
 
 // Ready reports whether the server has a config and is not shutting down
 // (in the shutdown delay or draining).
-func (s *Server) Ready() bool { return s.snap.Load() != nil && !s.stopping.Load() && !s.draining.Load() }
+func (s *Server) Ready() bool {
+	return s.snap.Load() != nil && !s.stopping.Load() && !s.draining.Load()
+}
 
 // Serve accepts on ln until ctx is done, then drains: it stops accepting,
 // lets in-flight requests and streams finish for up to the configured

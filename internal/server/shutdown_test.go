@@ -102,7 +102,7 @@ timeouts: {shutdown: 10, shutdown_delay: 15}
 	if get("/ready") != 200 {
 		t.Fatal("not ready before shutdown")
 	}
-	cancel() // SIGTERM
+	cancel()                                              // SIGTERM
 	waitFor(t, func() bool { return clk.Waiters() == 1 }) // the delay has begun
 	if code := get("/ready"); code != 503 {
 		t.Fatalf("/ready during the delay = %d, want 503", code)
