@@ -5,6 +5,8 @@ import (
 	"io"
 	"net/http"
 
+	"github.com/tidwall/gjson"
+
 	"switchboard/internal/provider"
 	"switchboard/internal/proxy"
 	"switchboard/internal/sse"
@@ -37,7 +39,7 @@ func (s *Server) handleMessages(w http.ResponseWriter, r *http.Request) {
 
 // messagesLocal runs a Messages request here and writes its answer.
 func (s *Server) messagesLocal(w http.ResponseWriter, r *http.Request, in *incoming, chat []byte) {
-	model, rt := in.model, in.rt
+	rt := in.rt
 	call := s.call(r, in, provider.Chat, chat)
 	call.Native = in.body
 	res, fail := s.proxy.Do(r.Context(), call)
@@ -47,7 +49,10 @@ func (s *Server) messagesLocal(w http.ResponseWriter, r *http.Request, in *incom
 	}
 	defer res.Close()
 	s.advise(w, in, res)
-	s.setAnswerHeaders(w, res)
+	s.setAnswerHeaders(w, res, rt)
+	// The answer names the provider's model, as on every endpoint (and as
+	// an Anthropic provider's own answer does); the client's is a header.
+	model := res.Candidate.Model
 	if res.Native {
 		// Anthropic to Anthropic: relay untouched.
 		if res.Events == nil {
@@ -67,6 +72,9 @@ func (s *Server) messagesLocal(w http.ResponseWriter, r *http.Request, in *incom
 		return
 	}
 	if res.Events == nil {
+		if m := gjson.GetBytes(res.Body, "model"); m.Type == gjson.String && m.Str != "" {
+			model = m.Str // as the provider reported it
+		}
 		out, _, err := translate.ChatToMessages(res.Body, model)
 		if err != nil {
 			s.Log.WarnContext(r.Context(), "cannot translate the provider's answer", "provider", res.Candidate.Provider, "error", err.Error())
@@ -78,6 +86,12 @@ func (s *Server) messagesLocal(w http.ResponseWriter, r *http.Request, in *incom
 	}
 	startStream(w)
 	sw := sse.NewWriter(w)
+	for i := range res.Held {
+		if m := gjson.GetBytes(res.Held[i].Data, "model"); m.Type == gjson.String && m.Str != "" {
+			model = m.Str // as the provider reported it
+			break
+		}
+	}
 	ms := translate.NewMessagesStream(model)
 	var st *track.Stream
 	if call.Opts.Inspect || call.Meter {

@@ -21,7 +21,11 @@ import (
 )
 
 // setAnswerHeaders relays the provider's headers and names who served.
-func (s *Server) setAnswerHeaders(w http.ResponseWriter, res *proxy.Result) {
+// The answer's "model" is, on every endpoint, the provider's own model
+// name (what actually answered, as the provider reported it); the name
+// the client asked for is X-Switchboard-Model, and the provider's config
+// name X-Switchboard-Provider.
+func (s *Server) setAnswerHeaders(w http.ResponseWriter, res *proxy.Result, rt *route.Route) {
 	h := w.Header()
 	copyUpstreamHeaders(h, res.Header)
 	s.secrets().Header(h)
@@ -30,12 +34,15 @@ func (s *Server) setAnswerHeaders(w http.ResponseWriter, res *proxy.Result) {
 	} else {
 		h.Set("X-Switchboard-Provider", res.Candidate.Provider)
 	}
+	if rt != nil {
+		h["X-Switchboard-Model"] = []string{rt.Model.Name}
+	}
 }
 
 // relay writes a committed result in the OpenAI protocol, measuring it on
 // the way.
 func (s *Server) relay(w http.ResponseWriter, r *http.Request, res *proxy.Result, ep provider.Endpoint, rt *route.Route, inspect bool) {
-	s.setAnswerHeaders(w, res)
+	s.setAnswerHeaders(w, res, rt)
 	proto := proxy.ProtocolOf(ep)
 	if res.Events == nil {
 		s.answerUnary(r.Context(), w, rt, res, res.Status, s.withCost(res.Body, res, res.Usage))
