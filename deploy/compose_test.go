@@ -2,6 +2,7 @@ package deploy
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
@@ -107,11 +108,29 @@ func redisImage(t *testing.T, p *Podman) string {
 	return ref
 }
 
+// prometheusImage makes a Prometheus image from the host's binary (Debian's
+// prometheus package), laid out like prom/prometheus: /bin/prometheus as
+// the entrypoint, /prometheus for its storage.
+func prometheusImage(t *testing.T, p *Podman) string {
+	t.Helper()
+	bin, err := exec.LookPath("prometheus")
+	if err != nil {
+		unavailable(t, "prometheus is not installed (Debian package prometheus)")
+	}
+	ref := fmt.Sprintf("localhost/switchboard-citest-prometheus:%d", os.Getpid())
+	p.importRootfs(t, ref, map[string]string{"/bin/prometheus": bin, "/prometheus": "", "/etc/prometheus": ""},
+		`ENTRYPOINT ["/bin/prometheus"]`, "WORKDIR /prometheus")
+	t.Cleanup(func() { p.quiet("rmi", "-f", ref) })
+	return ref
+}
+
 // The fleet of compose.yaml, run as users run it (podman-compose up on
-// the compose network, published ports), minus Prometheus and Grafana
-// whose images CI cannot pull: Redis, three replicas, the queue's ingress
-// and two workers. A request through the ingress is served by a worker;
-// a burst over the three replicas is held to one shared RPM limit.
+// the compose network, published ports), minus Grafana, whose image CI
+// cannot pull: Redis, three replicas, the queue's ingress and two workers,
+// Prometheus (Redis and Prometheus from the host's binaries). A request
+// through the ingress is served by a worker; a burst over the three
+// replicas is held to one shared RPM limit; Prometheus scrapes all six
+// gateways with the token and has loaded the alert rules.
 func TestCompose(t *testing.T) {
 	p := needPodman(t)
 	if _, err := exec.LookPath("podman-compose"); err != nil {
@@ -119,12 +138,13 @@ func TestCompose(t *testing.T) {
 	}
 	ref := buildImage(t, p)
 	redis := redisImage(t, p)
+	prom := prometheusImage(t, p)
 
 	project := fmt.Sprintf("sbcitest%d", os.Getpid())
 	ports := map[string]int{}
 	env := append([]string{}, p.env...)
-	env = append(env, "SWITCHBOARD_IMAGE="+ref, "REDIS_IMAGE="+redis)
-	for _, k := range []string{"SWITCHBOARD_PORT_1", "SWITCHBOARD_PORT_2", "SWITCHBOARD_PORT_3", "SWITCHBOARD_PORT_INGRESS"} {
+	env = append(env, "SWITCHBOARD_IMAGE="+ref, "REDIS_IMAGE="+redis, "PROMETHEUS_IMAGE="+prom)
+	for _, k := range []string{"SWITCHBOARD_PORT_1", "SWITCHBOARD_PORT_2", "SWITCHBOARD_PORT_3", "SWITCHBOARD_PORT_INGRESS", "PROMETHEUS_PORT"} {
 		ports[k] = freePort(t)
 		env = append(env, fmt.Sprintf("%s=%d", k, ports[k]))
 	}
@@ -168,7 +188,7 @@ func TestCompose(t *testing.T) {
 		}
 		host.restore(t)
 	})
-	services := []string{"redis", "switchboard-1", "switchboard-2", "switchboard-3", "ingress", "worker"}
+	services := []string{"redis", "switchboard-1", "switchboard-2", "switchboard-3", "ingress", "worker", "prometheus"}
 	if out, err := compose(3*time.Minute, append([]string{"up", "-d", "--no-build"}, services...)...); err != nil {
 		t.Fatalf("podman-compose up: %v\n%s", err, tail(out, 4000))
 	}
@@ -176,8 +196,8 @@ func TestCompose(t *testing.T) {
 	for _, k := range append(replicas, "SWITCHBOARD_PORT_INGRESS") {
 		waitHealthy(t, fmt.Sprintf("http://127.0.0.1:%d/health", ports[k]))
 	}
-	if out, _ := compose(time.Minute, "ps"); strings.Count(out, project+"_") < 7 {
-		t.Fatalf("want 7 containers (redis, 3 replicas, ingress, 2 workers):\n%s", out)
+	if out, _ := compose(time.Minute, "ps"); strings.Count(out, project+"_") < 8 {
+		t.Fatalf("want 8 containers (redis, 3 replicas, ingress, 2 workers, prometheus):\n%s", out)
 	}
 
 	const key, rpm = "sk-compose-demo", 30 // deploy/compose/config.yaml
@@ -236,5 +256,86 @@ func TestCompose(t *testing.T) {
 	}
 	if len(perReplica) != 3 {
 		t.Errorf("every replica should have served part of the burst: %v", perReplica)
+	}
+
+	t.Run("Prometheus scrapes the fleet and loads the alerts", func(t *testing.T) {
+		api := fmt.Sprintf("http://127.0.0.1:%d/api/v1/", ports["PROMETHEUS_PORT"])
+		// Scrapes come every scrape_interval (15 s): wait for all six up.
+		var up []string
+		deadline := time.Now().Add(90 * time.Second)
+		for {
+			var r struct {
+				Data struct {
+					ActiveTargets []struct {
+						Health    string
+						LastError string `json:"lastError"`
+						ScrapeURL string `json:"scrapeUrl"`
+					} `json:"activeTargets"`
+				}
+			}
+			getJSON(t, api+"targets", &r)
+			up = up[:0]
+			var errs []string
+			for _, tg := range r.Data.ActiveTargets {
+				if tg.Health == "up" {
+					up = append(up, tg.ScrapeURL)
+				} else {
+					errs = append(errs, tg.ScrapeURL+": "+tg.Health+" "+tg.LastError)
+				}
+			}
+			if len(up) == 6 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("targets up %v; others: %v", up, errs)
+			}
+			time.Sleep(time.Second)
+		}
+		var q struct {
+			Data struct {
+				Result []struct{ Value []any }
+			}
+		}
+		getJSON(t, api+"query?query=switchboard_redis_up", &q)
+		if len(q.Data.Result) != 6 {
+			t.Errorf("switchboard_redis_up from %d gateways, want 6", len(q.Data.Result))
+		}
+		for _, r := range q.Data.Result {
+			if len(r.Value) != 2 || r.Value[1] != "1" {
+				t.Errorf("a gateway reports switchboard_redis_up %v", r.Value)
+			}
+		}
+		var rules struct {
+			Data struct {
+				Groups []struct {
+					Rules []struct{ Name, Health, Type string }
+				}
+			}
+		}
+		getJSON(t, api+"rules", &rules)
+		n := 0
+		for _, g := range rules.Data.Groups {
+			for _, r := range g.Rules {
+				if r.Type == "alerting" && r.Health != "err" {
+					n++
+				}
+			}
+		}
+		if want := len(readAlerts(t).Groups[0].Rules); n != want {
+			t.Errorf("Prometheus loaded %d alerting rules, alerts.yml has %d", n, want)
+		}
+	})
+}
+
+// getJSON decodes a Prometheus API answer into v.
+func getJSON(t *testing.T, url string, v any) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if err := json.NewDecoder(resp.Body).Decode(v); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("%s: %d %v", url, resp.StatusCode, err)
 	}
 }

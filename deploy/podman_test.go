@@ -178,7 +178,8 @@ func tail(s string, n int) string {
 // importRootfs makes an image from host files (podman import of a tar
 // built here): CI has no registry, so the builder and Redis images are
 // assembled from what the host already has. files maps paths in the image
-// to host paths; each executable's shared libraries come along.
+// to host paths ("" makes an empty directory); each executable's shared
+// libraries come along.
 func (p *Podman) importRootfs(t testing.TB, ref string, files map[string]string, changes ...string) {
 	t.Helper()
 	var buf bytes.Buffer
@@ -217,6 +218,10 @@ func (p *Podman) importRootfs(t testing.TB, ref string, files map[string]string,
 	dir("/tmp", 0o1777)
 	dir("/root", 0o700)
 	for name, host := range files {
+		if host == "" { // an empty directory
+			dir(name, 0o755)
+			continue
+		}
 		add(name, host)
 		for _, lib := range sharedLibs(t, host) {
 			add(lib, lib)
