@@ -1,8 +1,9 @@
+//go:build containers
+
 package deploy
 
 import (
 	"bufio"
-	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -23,6 +24,9 @@ var (
 	imageOnce sync.Once
 	imageRef  string
 	imageErr  string
+	// imageRev is the REVISION the image was built with (HEAD may move
+	// while the tests run).
+	imageRev string
 )
 
 // imageVersion and imageRevision are baked in by the build under test.
@@ -60,9 +64,10 @@ func buildImage(t *testing.T, p *Podman) string {
 		}, "ENV PATH=/go/bin:/usr/local/go/bin:/usr/bin:/bin", "ENV GOPATH=/go", "ENV HOME=/root")
 		atExit(func() { p.quiet("rmi", "-f", builder) })
 		start := time.Now()
+		imageRev = gitRevision()
 		args := []string{"build", "--format", "docker", "--layers=false", "--network", "host",
 			"--build-arg", "GO_IMAGE=" + builder,
-			"--build-arg", "VERSION=" + imageVersion, "--build-arg", "REVISION=" + gitRevision(),
+			"--build-arg", "VERSION=" + imageVersion, "--build-arg", "REVISION=" + imageRev,
 			"-v", goEnv(t, "GOROOT") + ":/usr/local/go:ro",
 			"-v", goEnv(t, "GOMODCACHE") + ":/go/pkg/mod",
 			"-v", goEnv(t, "GOCACHE") + ":/root/.cache/go-build",
@@ -124,7 +129,7 @@ func TestImage(t *testing.T) {
 			t.Errorf("image: want %s", c.what)
 		}
 	}
-	if v := p.must(t, time.Minute, "run", "--rm", "--network", "none", ref, "version"); !strings.Contains(v, imageVersion+" "+gitRevision()) {
+	if v := p.must(t, time.Minute, "run", "--rm", "--network", "none", ref, "version"); !strings.Contains(v, imageVersion+" "+imageRev) {
 		t.Errorf("switchboard version in the image = %q, want version and revision baked in", v)
 	}
 
@@ -223,29 +228,6 @@ func TestImage(t *testing.T) {
 			t.Errorf("logs lack the clean stop:\n%s", tail(logs, 2000))
 		}
 	})
-}
-
-// waitHealthy polls url until it answers 200 (a container's start is an
-// external process: there is no clock to inject).
-func waitHealthy(t testing.TB, url string) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	c := &http.Client{Timeout: 2 * time.Second}
-	for {
-		resp, err := c.Get(url)
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				return
-			}
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("%s did not answer 200 within 60 s: %v", url, err)
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
 }
 
 func contains(xs []string, s string) bool {

@@ -1,13 +1,5 @@
-// Package deploy tests the deployment files beside it and at the repo
-// root: the Dockerfile (built and run with podman), compose.yaml (a fleet
-// run with podman-compose), the Prometheus rules (promtool), the Grafana
-// dashboard and the Kubernetes manifests (against the gateway's real
-// metrics and config).
-//
-// Tests that need podman, podman-compose or promtool skip with a message
-// when they are missing (./scripts/test installs them with apt-get when it
-// runs as root); under CI=true they fail instead, so CI cannot pass by
-// skipping.
+//go:build containers
+
 package deploy
 
 import (
@@ -15,8 +7,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"io"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -26,25 +16,6 @@ import (
 	"testing"
 	"time"
 )
-
-// root is the repository root (this package lives in deploy/).
-var root = func() string {
-	wd, err := os.Getwd()
-	if err != nil {
-		panic(err)
-	}
-	return filepath.Dir(wd)
-}()
-
-// unavailable skips, or fails under CI.
-func unavailable(t testing.TB, format string, args ...any) {
-	t.Helper()
-	msg := fmt.Sprintf(format, args...)
-	if os.Getenv("CI") != "" {
-		t.Fatalf("CI is set, so this test must run: %s", msg)
-	}
-	t.Skipf("skipping: %s (run ./scripts/test as root on Debian to install it)", msg)
-}
 
 // containersConf is what podman needs on a machine like CI's (root without
 // CAP_SYS_RESOURCE, no systemd): runc, explicit ulimits (podman's default
@@ -66,27 +37,7 @@ var (
 	podmanOnce sync.Once
 	podmanInst *Podman
 	podmanErr  string
-	// cleanups run at the end of the package's tests (TestMain): images
-	// are shared by the image and compose tests.
-	cleanupMu sync.Mutex
-	cleanups  []func()
 )
-
-func atExit(f func()) {
-	cleanupMu.Lock()
-	defer cleanupMu.Unlock()
-	cleanups = append(cleanups, f)
-}
-
-func TestMain(m *testing.M) {
-	code := m.Run()
-	cleanupMu.Lock()
-	for i := len(cleanups) - 1; i >= 0; i-- {
-		cleanups[i]()
-	}
-	cleanupMu.Unlock()
-	os.Exit(code)
-}
 
 // needPodman returns a working podman or skips (fails under CI).
 func needPodman(t *testing.T) *Podman {
@@ -166,13 +117,6 @@ func (p *Podman) quiet(args ...string) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	p.output(ctx, "", "podman", args...)
-}
-
-func tail(s string, n int) string {
-	if len(s) > n {
-		return "..." + s[len(s)-n:]
-	}
-	return s
 }
 
 // importRootfs makes an image from host files (podman import of a tar
@@ -263,17 +207,6 @@ func sharedLibs(t testing.TB, path string) []string {
 	return libs
 }
 
-// freePort is a loopback port nobody listens on right now.
-func freePort(t testing.TB) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
 // goEnv reads one `go env` value of the toolchain running the tests.
 func goEnv(t testing.TB, key string) string {
 	t.Helper()
@@ -282,10 +215,4 @@ func goEnv(t testing.TB, key string) string {
 		t.Fatalf("go env %s: %v", key, err)
 	}
 	return strings.TrimSpace(string(out))
-}
-
-// readAll reads r to a string, bounded.
-func readAll(r io.Reader) string {
-	b, _ := io.ReadAll(io.LimitReader(r, 1<<20))
-	return string(b)
 }
