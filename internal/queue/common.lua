@@ -42,6 +42,9 @@ local function unlease(id, h, used)
   local tb = num(h.tb)
   redis.call('HINCRBY', P .. 'acct', 'term', I(used - tb))
   redis.call('HSET', job(id), 'tb', I(used))
+  -- A provider slot and terminal capacity just freed: a job waiting for
+  -- either can be leased now, not at the workers' next idle poll.
+  redis.call('PUBLISH', P .. 'wake', h.prov or '')
 end
 
 -- fields reads a job hash into a table (nil when absent).

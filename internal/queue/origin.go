@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"strconv"
 	"sync"
+	"sync/atomic"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -31,17 +32,32 @@ type Origin struct {
 	log *slog.Logger
 
 	mu    sync.Mutex
-	waits map[string]chan Msg
+	waits map[string]*Watch
 }
 
-// originBuffer bounds the messages queued for one job; beyond it messages
-// are dropped and the job's reader sees the gap.
-const originBuffer = 512
+// Bounds of what waits for one job's reader (a slow client): beyond
+// either, messages are dropped and the reader sees the sequence gap (its
+// stream ends with an error event) instead of this replica's memory
+// growing with the provider's speed.
+const (
+	originBuffer      = 4096
+	originBufferBytes = 8 << 20
+)
+
+// Watch receives one job's messages.
+type Watch struct {
+	C      <-chan Msg
+	c      chan Msg
+	queued atomic.Int64 // payload bytes sent to C and not yet Taken
+}
+
+// Took releases m's bytes from the job's bound once the reader has it.
+func (w *Watch) Took(m Msg) { w.queued.Add(-int64(len(m.Payload))) }
 
 // StartOrigin subscribes this replica's origin channel and returns once
 // Redis confirmed it (so no message published afterwards can be missed).
 func (q *Queue) StartOrigin(ctx context.Context, log *slog.Logger) (*Origin, error) {
-	o := &Origin{ID: NewID(), q: q, log: log, waits: map[string]chan Msg{}}
+	o := &Origin{ID: NewID(), q: q, log: log, waits: map[string]*Watch{}}
 	o.ps = q.c.Subscribe(ctx, q.originChannel(o.ID))
 	if _, err := o.ps.Receive(ctx); err != nil {
 		o.ps.Close()
@@ -68,9 +84,15 @@ func (o *Origin) loop(ch <-chan *redis.Message) {
 		if w == nil {
 			continue // a job this origin no longer waits for
 		}
+		n := int64(len(msg.Payload))
+		if w.queued.Add(n) > originBufferBytes {
+			w.queued.Add(-n)
+			continue // the reader is behind; it sees the sequence gap
+		}
 		select {
-		case w <- msg:
-		default: // the reader is behind; it sees the sequence gap
+		case w.c <- msg:
+		default:
+			w.queued.Add(-n)
 		}
 	}
 }
@@ -93,12 +115,13 @@ func parseMsg(b []byte) (string, Msg, bool) {
 }
 
 // Watch registers a job before it is enqueued; stop unregisters it.
-func (o *Origin) Watch(id string) (msgs <-chan Msg, stop func()) {
+func (o *Origin) Watch(id string) (w *Watch, stop func()) {
 	ch := make(chan Msg, originBuffer)
+	w = &Watch{C: ch, c: ch}
 	o.mu.Lock()
-	o.waits[id] = ch
+	o.waits[id] = w
 	o.mu.Unlock()
-	return ch, func() {
+	return w, func() {
 		o.mu.Lock()
 		delete(o.waits, id)
 		o.mu.Unlock()

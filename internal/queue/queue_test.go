@@ -257,7 +257,7 @@ func TestOriginReceivesFencedMessages(t *testing.T) {
 	defer o.Close()
 	j := job("a", 0)
 	j.Origin = o.ID
-	msgs, stop := o.Watch(j.ID)
+	w, stop := o.Watch(j.ID)
 	defer stop()
 	q.Enqueue(bg, j)
 	l := mustLease(t, q)
@@ -267,7 +267,8 @@ func TestOriginReceivesFencedMessages(t *testing.T) {
 	var got []string
 	for range 3 {
 		select {
-		case m := <-msgs:
+		case m := <-w.C:
+			w.Took(m)
 			got = append(got, m.Kind+":"+string(m.Payload))
 		case <-time.After(time.Second):
 			t.Fatalf("got only %v", got)
@@ -373,5 +374,29 @@ func TestForeignRecords(t *testing.T) {
 	}
 	if _, err := q.Enqueue(bg, job("a", 0)); !errors.Is(err, ErrIncompatible) {
 		t.Fatalf("enqueue into another format: %v", err)
+	}
+}
+
+// Freeing a provider slot or terminal capacity wakes the workers, so a
+// job waiting for either is leased at once, not at the next idle poll.
+func TestReleaseWakesWorkers(t *testing.T) {
+	q, _ := open(t, Options{})
+	q.Enqueue(bg, job("a", 0))
+	l := mustLease(t, q)
+	ps := q.c.Subscribe(bg, q.wakeChannel())
+	defer ps.Close()
+	if _, err := ps.Receive(bg); err != nil {
+		t.Fatal(err)
+	}
+	if err := q.Complete(bg, l, []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case m := <-ps.Channel():
+		if m.Payload != "a" {
+			t.Fatalf("wake %q", m.Payload)
+		}
+	case <-time.After(time.Second):
+		t.Fatal("no wake after the lease was released")
 	}
 }

@@ -181,7 +181,7 @@ func (s *Server) dispatch(w http.ResponseWriter, r *http.Request, proto Protocol
 	j := &queue.Job{ID: queue.NewID(), OToken: queue.NewID(), Origin: origin.ID, Provider: order[0].Provider,
 		Tier: tier, Stream: in.stream, Timeout: cfg.Timeouts.Request.D(), Endpoint: r.URL.Path, Tenant: tenantName,
 		Request: encodeJob(r, in)}
-	msgs, stop := origin.Watch(j.ID)
+	watch, stop := origin.Watch(j.ID)
 	defer stop()
 	ectx, cancel := context.WithTimeout(r.Context(), qg.Q.OpTimeout())
 	_, err = qg.Q.Enqueue(ectx, j)
@@ -196,7 +196,7 @@ func (s *Server) dispatch(w http.ResponseWriter, r *http.Request, proto Protocol
 		return
 	}
 	rl := &relayJob{s: s, w: w, r: r, proto: proto, ep: ep, j: j, q: qg.Q}
-	rl.run(msgs, cfg.Timeouts.Request.D())
+	rl.run(watch, cfg.Timeouts.Request.D())
 }
 
 // relayJob writes one job's answer to its client.
@@ -221,14 +221,15 @@ func (rl *relayJob) op() (context.Context, context.CancelFunc) {
 
 // run waits for the job's messages until its terminal, the client leaving
 // or the total deadline (queue wait plus upstream; it never grows).
-func (rl *relayJob) run(msgs <-chan queue.Msg, total time.Duration) {
+func (rl *relayJob) run(watch *queue.Watch, total time.Duration) {
 	deadline := time.NewTimer(total)
 	defer deadline.Stop()
 	poll := time.NewTicker(max(rl.q.Options().OriginLease/3, 50*time.Millisecond))
 	defer poll.Stop()
 	for !rl.settled {
 		select {
-		case m := <-msgs:
+		case m := <-watch.C:
+			watch.Took(m)
 			rl.handle(m)
 		case <-poll.C:
 			rl.check()
