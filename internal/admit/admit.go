@@ -65,7 +65,8 @@ func debits(s *snapshot, id *tenant.Identity, p *providerInfo, tokens int64) ([]
 	t := tenantOf(id)
 	trpm, ttpm := rateOf(nil), rateOf(nil)
 	if id != nil && t != "" {
-		trpm, ttpm = rateOf(id.RPM), rateOf(id.TPM)
+		tr := windowed(rates{rateOf(id.RPM), rateOf(id.TPM)}, s.cfg.Limits.Window)
+		trpm, ttpm = tr.rpm, tr.tpm
 	}
 	g := groupOf(p.name)
 	add("rpm", "tenant", "t:"+t+":rpm", "", trpm, 1, false)

@@ -136,6 +136,12 @@ func rateOf(v *int64) limit.Rate {
 	return limit.Rate{Limit: *v, Window: time.Minute}
 }
 
+// windowed marks rs sliding per limits.window.
+func windowed(rs rates, w config.Windows) rates {
+	rs.rpm.Sliding, rs.tpm.Sliding = w.Sliding("rpm"), w.Sliding("tpm")
+	return rs
+}
+
 // Configure applies a (validated) config. Gates are resized in place and
 // bucket state is kept by name, so a reload changes limits without
 // forgetting what was consumed.
@@ -149,7 +155,7 @@ func (c *Controller) Configure(cfg *config.Config) error {
 		catalog:      spend.New(cfg),
 		queueTimeout: cfg.Limits.QueueTimeout.D(),
 		penalty:      time.Duration(cfg.Limits.PenaltySeconds) * time.Second,
-		global:       rates{rateOf(cfg.Limits.RPM), rateOf(cfg.Limits.TPM)},
+		global:       windowed(rates{rateOf(cfg.Limits.RPM), rateOf(cfg.Limits.TPM)}, cfg.Limits.Window),
 		providers:    map[string]*providerInfo{},
 		maxRetained:  cfg.Spend.MaxRetainedAttempts,
 	}
@@ -157,7 +163,7 @@ func (c *Controller) Configure(cfg *config.Config) error {
 	next := map[string]*limit.Gate{}
 	for name, p := range cfg.Providers {
 		fam, hosted := s.catalog.FamilyOf(p.Type, p.BaseURL)
-		s.providers[name] = &providerInfo{name: name, typ: p.Type, rates: rates{rateOf(p.RPM), rateOf(p.TPM)},
+		s.providers[name] = &providerInfo{name: name, typ: p.Type, rates: windowed(rates{rateOf(p.RPM), rateOf(p.TPM)}, cfg.Limits.Window),
 			family: fam, hosted: hosted}
 		if p.MaxConcurrency == nil {
 			continue

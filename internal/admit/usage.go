@@ -106,7 +106,9 @@ func (c *Controller) Usage(ctx context.Context, id *tenant.Identity) (*UsageView
 			v    *int64
 		}{{"rpm", id.RPM}, {"tpm", id.TPM}} {
 			if x.v != nil {
-				ds = append(ds, limit.Debit{Key: "t:" + t + ":" + x.name, Rate: rateOf(x.v)})
+				r := rateOf(x.v)
+				r.Sliding = s.cfg.Limits.Window.Sliding(x.name)
+				ds = append(ds, limit.Debit{Key: "t:" + t + ":" + x.name, Rate: r})
 				own = append(own, x.name)
 			}
 		}

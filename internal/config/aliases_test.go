@@ -131,3 +131,30 @@ func TestAdvisoryPrefixConfig(t *testing.T) {
 		}
 	}
 }
+
+func TestLimitsWindow(t *testing.T) {
+	tests := []struct {
+		yaml string
+		want Windows
+		err  string
+	}{
+		{minimal, Windows{WindowBucket, WindowBucket}, ""},
+		{minimal + "limits: {window: sliding}\n", Windows{WindowSliding, WindowSliding}, ""},
+		{minimal + "limits: {window: {rpm: sliding}}\n", Windows{WindowSliding, WindowBucket}, ""},
+		{minimal + "limits: {window: {tpm: sliding, rpm: bucket}}\n", Windows{WindowBucket, WindowSliding}, ""},
+		{minimal + "limits: {window: rolling}\n", Windows{}, "limits.window: want bucket or sliding"},
+		{minimal + "limits: {window: {daily: sliding}}\n", Windows{}, `limits.window: unknown dimension "daily"`},
+	}
+	for _, tt := range tests {
+		c, err := parse([]byte(tt.yaml), "t.yaml", mapEnv(nil))
+		if tt.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tt.err) {
+				t.Errorf("%q: err %v", tt.yaml, err)
+			}
+			continue
+		}
+		if err != nil || c.Limits.Window != tt.want || c.Limits.Window.Sliding("rpm") != (tt.want.RPM == WindowSliding) {
+			t.Errorf("%q: %+v %v", tt.yaml, c, err)
+		}
+	}
+}

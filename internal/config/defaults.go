@@ -88,6 +88,9 @@ func (l *loader) applyDefaults(c *Config) {
 	dur("limits.queue_timeout", &c.Limits.QueueTimeout, defaultQueueTimeout)
 	num("limits.penalty_seconds", &c.Limits.PenaltySeconds, defaultPenaltySeconds)
 	str("limits.advisory_prefix", &c.Limits.AdvisoryPrefix, DefaultAdvisoryPrefix)
+	if !l.has("limits.window") {
+		c.Limits.Window = Windows{RPM: WindowBucket, TPM: WindowBucket}
+	}
 	dur("limits.body_timeout", &c.Limits.BodyTimeout, defaultBodyTimeout)
 	if !l.has("limits.max_buffered_bytes") {
 		c.Limits.MaxBufferedBytes = defaultMaxBufferedBytes

@@ -348,6 +348,9 @@ type Limits struct {
 	// token of at most 64 bytes (X-MultiLLM-RateLimit for MultiLLM's
 	// clients).
 	AdvisoryPrefix string `yaml:"advisory_prefix"`
+	// Window selects bucket (default) or sliding counting for the rpm and
+	// tpm limits, per dimension (see Windows).
+	Window Windows `yaml:"window"`
 	// BodyTimeout bounds reading one request body, from the end of its
 	// headers; a slower body is answered 408. Default 30 s, range
 	// 100 ms..3600 s.

@@ -22,6 +22,9 @@ const Unlimited int64 = -1
 type Rate struct {
 	Limit  int64
 	Window time.Duration
+	// Sliding counts admissions in the last Window instead of refilling
+	// a bucket continuously (see sliding.go).
+	Sliding bool
 }
 
 // Limited reports whether the rate constrains anything.
@@ -89,6 +92,7 @@ type Buckets interface {
 type Memory struct {
 	mu        sync.Mutex
 	buckets   map[string]*bucket
+	slides    map[string]*slide
 	penalties map[string]time.Time
 }
 
@@ -100,7 +104,7 @@ type bucket struct {
 
 // NewMemory returns an empty set; a bucket starts full.
 func NewMemory() *Memory {
-	return &Memory{buckets: map[string]*bucket{}, penalties: map[string]time.Time{}}
+	return &Memory{buckets: map[string]*bucket{}, slides: map[string]*slide{}, penalties: map[string]time.Time{}}
 }
 
 // level refills b to now under rate r (creating it full) and returns it.
@@ -146,6 +150,16 @@ func (m *Memory) check(now time.Time, d Debit) (ok bool, s Snapshot) {
 	if d.Rate.Limit == 0 {
 		return false, Snapshot{Limit: 0, Wait: d.Rate.Window, Reset: d.Rate.Window}
 	}
+	if d.Rate.Sliding {
+		sl := m.slideOf(now, d)
+		cost := int64(clampCost(d))
+		if sl.used+cost <= d.Rate.Limit {
+			return true, Snapshot{}
+		}
+		s = sl.snap(now, d.Rate)
+		s.Wait = sl.wait(now, d.Rate, cost)
+		return false, s
+	}
 	b := m.level(now, d)
 	cost := clampCost(d)
 	if b.tokens >= cost {
@@ -172,6 +186,8 @@ func (m *Memory) snap(now time.Time, d Debit) Snapshot {
 		return Snapshot{Limit: Unlimited}
 	case d.Rate.Limit == 0:
 		return Snapshot{Limit: 0, Reset: d.Rate.Window}
+	case d.Rate.Sliding:
+		return m.slideOf(now, d).snap(now, d.Rate)
 	}
 	return snapOf(m.level(now, d), d.Rate)
 }
@@ -190,7 +206,10 @@ func (m *Memory) Take(now time.Time, ds []Debit, commit func() bool) Result {
 	}
 	out := make([]Snapshot, len(ds))
 	for i, d := range ds {
-		if d.Rate.Limited() {
+		switch {
+		case d.Rate.Sliding && d.Rate.Limited():
+			m.slideOf(now, d).add(now, int64(clampCost(d)))
+		case d.Rate.Limited():
 			b := m.level(now, d)
 			b.tokens -= clampCost(d)
 		}
@@ -206,6 +225,16 @@ func (m *Memory) Adjust(now time.Time, d Debit, delta int64) {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if d.Rate.Sliding {
+		// Usage above the estimate counts from now; below it, the
+		// estimate's excess is taken back.
+		if sl := m.slideOf(now, d); delta > 0 {
+			sl.add(now, min(delta, d.Rate.Limit))
+		} else {
+			sl.refund(-delta)
+		}
+		return
+	}
 	b := m.level(now, d)
 	b.tokens = math.Max(-float64(b.limit), math.Min(float64(b.limit), b.tokens-float64(delta)))
 }

@@ -1,13 +1,20 @@
 package server
 
 import (
+	"io"
+	"log/slog"
+	"net/http/httptest"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"switchboard/internal/admit"
+	"switchboard/internal/clock"
 	"switchboard/internal/config"
 	"switchboard/internal/provider"
 	"switchboard/internal/provider/mock"
+	"switchboard/internal/store"
 
 	"github.com/tidwall/gjson"
 )
@@ -152,4 +159,59 @@ func TestResponsesNotFoundStream(t *testing.T) {
 			t.Fatalf("%d by %q:\n%s", a.Status, a.Header.Get("X-Switchboard-Provider"), a.Body)
 		}
 	})
+}
+
+// TestSlidingWindowSeedExample is MultiLLM's example through the real
+// server, on the memory and the SQLite store: with limits.window: sliding,
+// two requests a minute answer Remaining 1 then 0 with Reset 60 then 43
+// (the second 17 s after the first), and the refusal after them says 43.
+func TestSlidingWindowSeedExample(t *testing.T) {
+	for _, backend := range []string{"memory", "sqlite"} {
+		t.Run(backend, func(t *testing.T) {
+			clk := clock.NewFake(time.Unix(1_700_000_040, 0))
+			yaml := mockYAML("m", "a") + `auth:
+  keys:
+    sk-two: {tenant: acme, rpm: 2}
+limits: {advisory_headers: true, advisory_prefix: X-MultiLLM-RateLimit, window: {rpm: sliding}}
+`
+			cfg, err := config.Parse([]byte(yaml), "test.yaml")
+			if err != nil {
+				t.Fatal(err)
+			}
+			st := store.NewMemory()
+			if backend == "sqlite" {
+				if st, err = store.OpenSQLite(filepath.Join(t.TempDir(), "s.db")); err != nil {
+					t.Fatal(err)
+				}
+			}
+			t.Cleanup(func() { st.Close() })
+			s := New(slog.New(slog.NewTextHandler(io.Discard, nil)), clk, nil)
+			s.Admission = admit.New(st, clk, s.Metrics.Registry)
+			s.Apply(cfg)
+			ts := httptest.NewServer(s.Handler())
+			t.Cleanup(ts.Close)
+			g := &gateway{Server: s, URL: ts.URL, t: t}
+
+			want := [][2]string{{"1", "60"}, {"0", "43"}}
+			for i, w := range want {
+				if i == 1 {
+					clk.Advance(17 * time.Second)
+				}
+				a := g.post("/v1/chat/completions", chatBody, "x-api-key", "sk-two")
+				if a.Status != 200 || a.Header.Get("X-MultiLLM-RateLimit-Limit") != "2" ||
+					a.Header.Get("X-MultiLLM-RateLimit-Remaining") != w[0] || a.Header.Get("X-MultiLLM-RateLimit-Reset") != w[1] {
+					t.Fatalf("request %d: %d %v", i+1, a.Status, a.Header)
+				}
+			}
+			r := g.post("/v1/chat/completions", chatBody, "x-api-key", "sk-two")
+			if r.Status != 429 || r.Header.Get("Retry-After") != "43" || r.Header.Get("X-MultiLLM-RateLimit-Reset") != "43" ||
+				r.Header.Get("X-MultiLLM-RateLimit-Remaining") != "0" {
+				t.Fatalf("refusal: %d %v %s", r.Status, r.Header, r.Body)
+			}
+			clk.Advance(43 * time.Second)
+			if a := g.post("/v1/chat/completions", chatBody, "x-api-key", "sk-two"); a.Status != 200 || a.Header.Get("X-MultiLLM-RateLimit-Reset") != "17" {
+				t.Fatalf("after the first left the window: %d %v", a.Status, a.Header)
+			}
+		})
+	}
 }

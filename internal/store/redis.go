@@ -241,7 +241,25 @@ func (r *Redis) run(ctx context.Context, s *redis.Script, keys []string, args ..
 	return v, nil
 }
 
-func bucketKey(k string) string       { return KeyPrefix + "b:" + k }
+func bucketKey(k string) string { return KeyPrefix + "b:" + k }
+
+// rateKey is a debit's counter: a bucket, or a sliding window's log under
+// its own name (the two are different Redis types).
+func rateKey(d limit.Debit) string {
+	if d.Rate.Sliding {
+		return KeyPrefix + "sw:" + d.Key
+	}
+	return bucketKey(d.Key)
+}
+
+// windowArg is a rate's window for the scripts in µs, negative for a
+// sliding window.
+func windowArg(r limit.Rate) int64 {
+	if r.Sliding {
+		return -micros(r.Window)
+	}
+	return micros(r.Window)
+}
 func penaltyKey(g string) string      { return KeyPrefix + "pen:" + g }
 func recordKey(id string) string      { return KeyPrefix + "a:" + id }
 func dailyKey(t string) string        { return KeyPrefix + "d:" + t }
@@ -289,8 +307,8 @@ func (r *Redis) Admit(ctx context.Context, a *Admission) (*Decision, error) {
 		if d.Group == "" {
 			pen = bucketKey(d.Key) // a placeholder: never read without a group
 		}
-		keys = append(keys, bucketKey(d.Key), pen)
-		args = append(args, i64(d.Rate.Limit), i64(micros(d.Rate.Window)), i64(d.Cost), flag(d.Group != ""))
+		keys = append(keys, rateKey(d), pen)
+		args = append(args, i64(d.Rate.Limit), i64(windowArg(d.Rate)), i64(d.Cost), flag(d.Group != ""))
 	}
 	v, err := r.run(ctx, scriptAdmit, keys, args...)
 	if err != nil {
@@ -438,8 +456,8 @@ func (r *Redis) Settle(ctx context.Context, st *Settlement) error {
 		i64(st.Held), i64(st.Cost), flag(st.Final), i64(int64(Retention/time.Second)), DailyMinutes,
 		i64(st.WindowStart+secs+2*86400), st.ID, len(st.Adjust))
 	for _, d := range st.Adjust {
-		keys = append(keys, bucketKey(d.Key))
-		args = append(args, i64(d.Rate.Limit), i64(micros(d.Rate.Window)), i64(d.Cost))
+		keys = append(keys, rateKey(d))
+		args = append(args, i64(d.Rate.Limit), i64(windowArg(d.Rate)), i64(d.Cost))
 	}
 	_, err := r.run(ctx, scriptSettle, keys, args...)
 	return err
@@ -465,8 +483,8 @@ func (r *Redis) Peek(ctx context.Context, now time.Time, ds []limit.Debit) ([]li
 	args := make([]any, 0, 1+3*len(ds))
 	args = append(args, len(ds))
 	for _, d := range ds {
-		keys = append(keys, bucketKey(d.Key), penaltyKey(d.Group))
-		args = append(args, i64(d.Rate.Limit), i64(micros(d.Rate.Window)), flag(d.Group != ""))
+		keys = append(keys, rateKey(d), penaltyKey(d.Group))
+		args = append(args, i64(d.Rate.Limit), i64(windowArg(d.Rate)), flag(d.Group != ""))
 	}
 	v, err := r.run(ctx, scriptPeek, keys, args...)
 	if err != nil {

@@ -37,6 +37,7 @@ for i = 1, n do
   local d = {limit = tonumber(ARGV[a + 1]), window = tonumber(ARGV[a + 2]), cost = tonumber(ARGV[a + 3]),
              bucket = KEYS[5 + (i - 1) * 2 + 1], penalty = KEYS[5 + (i - 1) * 2 + 2]}
   debits[i] = d
+  if d.window < 0 then d.window, d.sliding = -d.window, true end
   if ARGV[a + 4] == '1' then
     -- A provider's RPM and TPM buckets share one penalty: read it once.
     local untilUs = penalties[d.penalty]
@@ -46,7 +47,10 @@ for i = 1, n do
     end
     if untilUs > now then
       local s = {d.limit, 0, 0, untilUs - now, 1}
-      if d.limit > 0 then
+      if d.limit > 0 and d.sliding then
+        local used, oldest = slideUsed(d.bucket, d.window, now, false)
+        s[3] = slideSnap(used, oldest, d.limit, d.window, now)[3]
+      elseif d.limit > 0 then
         local sn = snap(level(d.bucket, d.limit, d.window, now), d.limit, d.window)
         s[3] = sn[3]
       elseif d.limit == 0 then
@@ -58,7 +62,15 @@ for i = 1, n do
   if d.limit == 0 then
     return reply(1, i - 1, d.window, 0, 0, 0, 0, 0, {0, 0, d.window, d.window, 0}, {})
   end
-  if d.limit > 0 then
+  if d.limit > 0 and d.sliding then
+    d.cost = math.min(math.max(d.cost, 0), d.limit)
+    d.used, d.oldest = slideUsed(d.bucket, d.window, now, true)
+    if d.used + d.cost > d.limit then
+      local wait = slideWait(d.bucket, d.window, now, d.used + d.cost - d.limit)
+      local sn = slideSnap(d.used, d.oldest, d.limit, d.window, now)
+      return reply(1, i - 1, wait, 0, 0, 0, 0, 0, {sn[1], sn[2], sn[3], wait, 0}, {})
+    end
+  elseif d.limit > 0 then
     d.cost = math.min(math.max(d.cost, 0), d.limit)
     d.tokens = level(d.bucket, d.limit, d.window, now)
     if d.tokens < d.cost then
@@ -103,7 +115,10 @@ end
 -- Every check passed: apply everything.
 local snaps = {}
 for i, d in ipairs(debits) do
-  if d.limit > 0 then
+  if d.limit > 0 and d.sliding then
+    slideAdd(d.bucket, ARGV[1], d.cost, d.window, now)
+    snaps[i] = slideSnap(d.used + d.cost, d.oldest or now, d.limit, d.window, now)
+  elseif d.limit > 0 then
     local left = d.tokens - d.cost
     save(d.bucket, left, d.limit, d.window, now)
     snaps[i] = snap(left, d.limit, d.window)

@@ -82,3 +82,77 @@ end
 local function windowStart(sec, secs)
   return sec - ((sec % secs) + secs) % secs
 end
+
+-- A sliding window (limits.window: sliding; its window argument comes
+-- negative) is a zset of admissions (member "<id>:<cost>", score the
+-- admission's µs) and their total at key..':n'; an admission leaves it
+-- exactly one window after it was made, as limit.Memory's log does.
+
+-- slideUsed drops the admissions that left by now (only when write) and
+-- returns the total still counted and the oldest admission's µs (nil
+-- when none).
+local function slideUsed(key, window, now, write)
+  local tkey = key .. ':n'
+  local used = num(redis.call('GET', tkey))
+  local gone = redis.call('ZRANGEBYSCORE', key, '-inf', now - window)
+  if #gone > 0 then
+    for _, m in ipairs(gone) do used = used - num(string.match(m, ':(%d+)$')) end
+    if used < 0 then used = 0 end
+    if write then
+      redis.call('ZREMRANGEBYSCORE', key, '-inf', now - window)
+      redis.call('SET', tkey, I(used), 'PX', I(math.ceil(window / 1000) + 1000))
+    end
+  end
+  local first = redis.call('ZRANGEBYSCORE', key, '(' .. I(now - window), '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
+  return used, tonumber(first[2])
+end
+
+-- slideSnap is {limit, remaining, reset_us}: reset until the oldest
+-- admission leaves.
+local function slideSnap(used, oldest, limit, window, now)
+  local rem = limit - used
+  if rem < 0 then rem = 0 end
+  local reset = 0
+  if oldest then reset = math.max(oldest + window - now, 0) end
+  return {limit, rem, reset}
+end
+
+-- slideWait is how long until over more units have left: the oldest
+-- admissions are walked (at most 1000; beyond, a whole window).
+local function slideWait(key, window, now, over)
+  local xs = redis.call('ZRANGEBYSCORE', key, '(' .. I(now - window), '+inf', 'WITHSCORES', 'LIMIT', 0, 1000)
+  for j = 1, #xs, 2 do
+    over = over - num(string.match(xs[j], ':(%d+)$'))
+    if over <= 0 then return math.max(tonumber(xs[j + 1]) + window - now, 1) end
+  end
+  return window
+end
+
+-- slideAdd counts an admission of cost at now.
+local function slideAdd(key, id, cost, window, now)
+  if cost <= 0 then return end
+  local px = I(math.ceil(window / 1000) + 1000)
+  redis.call('ZADD', key, I(now), id .. ':' .. I(cost))
+  redis.call('PEXPIRE', key, px)
+  local tkey = key .. ':n'
+  redis.call('INCRBY', tkey, I(cost))
+  redis.call('PEXPIRE', tkey, px)
+end
+
+-- slideRefund takes delta units back from the newest admissions.
+local function slideRefund(key, delta)
+  local xs = redis.call('ZREVRANGE', key, 0, 63, 'WITHSCORES')
+  local tkey = key .. ':n'
+  for j = 1, #xs, 2 do
+    if delta <= 0 then break end
+    local m = xs[j]
+    local c = num(string.match(m, ':(%d+)$'))
+    local take = math.min(delta, c)
+    redis.call('ZREM', key, m)
+    if c - take > 0 then
+      redis.call('ZADD', key, xs[j + 1], string.match(m, '^(.*):%d+$') .. ':' .. I(c - take))
+    end
+    redis.call('DECRBY', tkey, I(take))
+    delta = delta - take
+  end
+end

@@ -55,7 +55,16 @@ end
 for i = 1, tonumber(ARGV[19]) do
   local a = 19 + (i - 1) * 3
   local limit, window, delta = tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3])
-  if limit > 0 and delta ~= 0 then
+  if limit > 0 and delta ~= 0 and window < 0 then
+    -- A sliding window: usage above the estimate counts from now; below
+    -- it, the excess is taken back from the newest admissions.
+    if delta > 0 then
+      slideUsed(KEYS[5 + i], -window, now, true)
+      slideAdd(KEYS[5 + i], 's' .. ARGV[18], math.min(delta, limit), -window, now)
+    else
+      slideRefund(KEYS[5 + i], -delta)
+    end
+  elseif limit > 0 and delta ~= 0 then
     local tokens = level(KEYS[5 + i], limit, window, now)
     tokens = math.max(-limit, math.min(limit, tokens - delta))
     save(KEYS[5 + i], tokens, limit, window, now)
