@@ -25,6 +25,10 @@ type Metrics struct {
 	UpstreamTTFT    *prometheus.HistogramVec
 	UpstreamTPS     *prometheus.HistogramVec
 	Probes          *prometheus.CounterVec
+	// Streams counts relayed streams by how they ended: completed,
+	// failed, timeout (timeouts.stream), abandoned (by the client) or cut
+	// (by the shutdown drain bound).
+	Streams *prometheus.CounterVec
 	// Queue counts distributed execution and idempotent replays.
 	Queue QueueCounters
 }
@@ -64,9 +68,12 @@ func New() *Metrics {
 		Probes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "switchboard_probes_total", Help: "Background probes by outcome.",
 		}, []string{"model", "provider", "outcome"}),
+		Streams: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "switchboard_streams_total", Help: "Relayed streams by how they ended: completed, failed, timeout, abandoned, cut.",
+		}, []string{"provider", "model", "outcome"}),
 	}
 	r.MustRegister(m.Probes, m.Requests, m.RequestDuration, m.InFlight, m.ProviderSuccess, m.ProviderFailure,
-		m.QuotaPaused, m.UpstreamTTFT, m.UpstreamTPS,
+		m.QuotaPaused, m.UpstreamTTFT, m.UpstreamTPS, m.Streams,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.Queue = newQueueCounters(r)
 	return m

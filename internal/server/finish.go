@@ -11,16 +11,30 @@ import (
 	"switchboard/internal/track"
 )
 
-// finishStream records a relayed stream's measurement: a routing sample,
-// the TTFT and TPS histograms, and the per-request stats line.
-func (s *Server) finishStream(ctx context.Context, rt *route.Route, res *proxy.Result, st *track.Stream) {
+// finishStream records a relayed stream's end: its outcome (counted; logged
+// unless it completed), a routing sample, the TTFT and TPS histograms, and
+// the per-request stats line. Only a completed stream logs Success or
+// feeds routing: a stream its client abandoned or the drain cut is not a
+// measurement of the provider.
+func (s *Server) finishStream(ctx context.Context, rt *route.Route, res *proxy.Result, st *track.Stream, outcome string) {
 	defer s.Prober.AfterRequest(rt)
 	settleStream(res, st)
+	p := res.Candidate.Provider
+	s.Metrics.Streams.WithLabelValues(p, res.Candidate.Model, outcome).Inc()
+	if outcome != streamCompleted {
+		lvl := slog.LevelWarn
+		if outcome == streamAbandoned {
+			lvl = slog.LevelInfo // the client's choice, not a fault
+		}
+		s.Log.LogAttrs(ctx, lvl, fmt.Sprintf("[%s/%s] Stream %s", rt.Model.Name, p, outcome),
+			slog.String("model", rt.Model.Name), slog.String("provider", p), slog.String("outcome", outcome),
+			slog.Duration("duration", s.Clock.Now().Sub(res.Sent)))
+		return
+	}
 	if st == nil {
 		return
 	}
 	m := st.Result()
-	p := res.Candidate.Provider
 	if m.TTFT > 0 {
 		s.Metrics.UpstreamTTFT.WithLabelValues(p, res.Candidate.Model).Observe(m.TTFT.Seconds())
 	}

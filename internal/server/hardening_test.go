@@ -22,6 +22,10 @@ import (
 type served struct {
 	*Server
 	addr string
+	logs *syncBuffer
+	// stop is SIGTERM; done closes when Serve has returned.
+	stop context.CancelFunc
+	done chan struct{}
 }
 
 func startServed(t *testing.T, yaml string) *served {
@@ -30,7 +34,8 @@ func startServed(t *testing.T, yaml string) *served {
 	if err != nil {
 		t.Fatalf("config: %v", err)
 	}
-	s := New(slog.New(slog.NewTextHandler(io.Discard, nil)), nil, nil)
+	logs := &syncBuffer{ch: make(chan struct{}, 1)}
+	s := New(slog.New(LogHandler{slog.NewTextHandler(logs, nil)}), nil, nil)
 	s.Apply(cfg)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -40,7 +45,7 @@ func startServed(t *testing.T, yaml string) *served {
 	done := make(chan struct{})
 	go func() { _ = s.Serve(ctx, ln); close(done) }()
 	t.Cleanup(func() { cancel(); <-done })
-	return &served{Server: s, addr: ln.Addr().String()}
+	return &served{Server: s, addr: ln.Addr().String(), logs: logs, stop: cancel, done: done}
 }
 
 // raw sends head (and any body bytes) on a new connection and returns it.
@@ -456,5 +461,86 @@ limits: {max_buffered_bytes: 2097152}
 			}
 			waitFor(t, func() bool { return g.proxy.Buffers.Used() == 0 })
 		})
+	}
+}
+
+// streamsCounted reads switchboard_streams_total for outcome.
+func streamsCounted(t *testing.T, s *Server, outcome string) string {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	s.Metrics.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	for _, l := range strings.Split(rec.Body.String(), "\n") {
+		if strings.HasPrefix(l, "switchboard_streams_total{") && strings.Contains(l, `outcome="`+outcome+`"`) {
+			return l[strings.LastIndexByte(l, ' ')+1:]
+		}
+	}
+	return "0"
+}
+
+const slowStreamYAML = `providers:
+  slow: {type: mock, mock: {tokens: 40, tokens_per_second: 10}}
+models:
+  - name: m
+    providers: [{provider: slow}]
+`
+
+// TestStreamTimeout: with timeouts.stream a stream still running at the
+// limit is ended with an error event and counted as a timeout; without it
+// (the default) the same stream completes.
+func TestStreamTimeout(t *testing.T) {
+	g := startGateway(t, slowStreamYAML+"timeouts: {stream: 1}\n")
+	start := time.Now()
+	a := g.post("/v1/chat/completions", streamBody)
+	if took := time.Since(start); a.Status != 200 || !strings.Contains(a.Body, `"code":"stream_timeout"`) ||
+		!strings.HasSuffix(a.Body, "data: [DONE]\n\n") || took > 3*time.Second {
+		t.Fatalf("status %d after %s: %s", a.Status, took, a.Body)
+	}
+	if n := streamsCounted(t, g.Server, "timeout"); n != "1" {
+		t.Fatalf("timeouts counted: %s", n)
+	}
+	if strings.Contains(g.logs.String(), "Success") {
+		t.Fatalf("a timed-out stream logged Success:\n%s", g.logs.String())
+	}
+	if startGateway(t, slowStreamYAML).Snapshot().Config.Timeouts.Stream != 0 {
+		t.Fatal("timeouts.stream is on by default")
+	}
+}
+
+// TestAbandonedStreamIsNotSuccess: a stream its client walks away from is
+// logged and counted as abandoned, not as a Success.
+func TestAbandonedStreamIsNotSuccess(t *testing.T) {
+	g := startGateway(t, slowStreamYAML)
+	ctx, cancel := context.WithCancel(context.Background())
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, g.URL+"/v1/chat/completions", strings.NewReader(streamBody))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = bufio.NewReader(resp.Body).ReadString('\n') // the stream has started
+	cancel()
+	resp.Body.Close()
+	waitFor(t, func() bool { return streamsCounted(t, g.Server, "abandoned") == "1" })
+	logs := g.logs.String()
+	if strings.Contains(logs, "Success") || !strings.Contains(logs, "Stream abandoned") {
+		t.Fatalf("abandoned stream logged as:\n%s", logs)
+	}
+}
+
+// TestDrainCutStreamIsCounted: a stream still running when the shutdown
+// drain bound passes is cut, and logged and counted as cut.
+func TestDrainCutStreamIsCounted(t *testing.T) {
+	g := startServed(t, slowStreamYAML+"timeouts: {shutdown: 0.3}\n")
+	resp, err := http.Post("http://"+g.addr+"/v1/chat/completions", "application/json", strings.NewReader(streamBody))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	_, _ = bufio.NewReader(resp.Body).ReadString('\n')
+	g.stop() // SIGTERM
+	<-g.done
+	waitFor(t, func() bool { return streamsCounted(t, g.Server, "cut") == "1" })
+	logs := g.logs.String()
+	if strings.Contains(logs, "Success") || !strings.Contains(logs, "Stream cut") {
+		t.Fatalf("cut stream logged as:\n%s", logs)
 	}
 }

@@ -1,7 +1,6 @@
 package server
 
 import (
-	"errors"
 	"io"
 	"net/http"
 
@@ -9,6 +8,7 @@ import (
 
 	"switchboard/internal/provider"
 	"switchboard/internal/proxy"
+	"switchboard/internal/route"
 	"switchboard/internal/sse"
 	"switchboard/internal/track"
 	"switchboard/internal/translate"
@@ -64,11 +64,9 @@ func (s *Server) messagesLocal(w http.ResponseWriter, r *http.Request, in *incom
 		if call.Opts.Inspect || call.Meter {
 			st = track.NewStream(track.Messages, res.Sent)
 		}
+		lim := s.limitStream(res)
 		err := s.pump(sse.NewWriter(w), res, nil, st)
-		s.finishStream(r.Context(), rt, res, st)
-		if err != nil && !errors.Is(err, errClientGone) {
-			s.streamError(w, r, res, err)
-		}
+		s.endMessagesStream(w, r, rt, res, st, lim, err)
 		return
 	}
 	if res.Events == nil {
@@ -97,7 +95,28 @@ func (s *Server) messagesLocal(w http.ResponseWriter, r *http.Request, in *incom
 	if call.Opts.Inspect || call.Meter {
 		st = track.NewStream(track.Chat, res.Sent)
 	}
-	defer func() { s.finishStream(r.Context(), rt, res, st) }()
+	lim := s.limitStream(res)
+	err := s.translateStream(sw, res, ms, st)
+	s.endMessagesStream(w, r, rt, res, st, lim, err)
+}
+
+// endMessagesStream records how a Messages stream ended and, when it
+// failed or timed out with its client still there, tells the client.
+func (s *Server) endMessagesStream(w http.ResponseWriter, r *http.Request, rt *route.Route, res *proxy.Result, st *track.Stream, lim *streamLimit, err error) {
+	timedOut := lim.end()
+	outcome := s.streamOutcome(r.Context(), err, timedOut)
+	s.finishStream(r.Context(), rt, res, st, outcome)
+	switch outcome {
+	case streamTimeout:
+		_ = sse.NewWriter(w).Event("error", errorBody(Anthropic, &apiError{Status: http.StatusGatewayTimeout, Message: lim.message()}))
+	case streamErrored:
+		s.streamError(w, r, res, err)
+	}
+}
+
+// translateStream relays a chat stream as Anthropic Messages events; nil
+// at a clean end.
+func (s *Server) translateStream(sw *sse.Writer, res *proxy.Result, ms *translate.MessagesStream, st *track.Stream) error {
 	write := func(evs []translate.Event) bool {
 		for _, ev := range evs {
 			if sw.Event(ev.Name, ev.Data) != nil {
@@ -121,33 +140,32 @@ func (s *Server) messagesLocal(w http.ResponseWriter, r *http.Request, in *incom
 		if st != nil {
 			st.See(ev, res.FirstToken)
 		}
-		if ok, err := feed(ev); err != nil || !ok {
-			if err != nil {
-				s.streamError(w, r, res, err)
-			}
-			return
+		if ok, err := feed(ev); err != nil {
+			return err
+		} else if !ok {
+			return errClientGone
 		}
 	}
 	for {
 		ev, err := res.Events.Next()
 		if err == io.EOF {
-			write(ms.Finish())
-			return
+			if !write(ms.Finish()) {
+				return errClientGone
+			}
+			return nil
 		}
 		if err != nil {
-			s.streamError(w, r, res, err)
-			return
+			return err
 		}
 		if st != nil {
 			st.See(&ev, s.Clock.Now())
 		}
 		ok, ferr := feed(&ev)
 		if ferr != nil {
-			s.streamError(w, r, res, ferr)
-			return
+			return ferr
 		}
 		if !ok {
-			return
+			return errClientGone
 		}
 	}
 }

@@ -58,10 +58,21 @@ func (s *Server) relay(w http.ResponseWriter, r *http.Request, res *proxy.Result
 	if inspect {
 		st = track.NewStream(proto, res.Sent)
 	}
+	lim := s.limitStream(res)
 	err := s.pump(sw, res, tail, st)
-	s.finishStream(r.Context(), rt, res, st)
-	if errors.Is(err, errClientGone) || r.Context().Err() != nil {
-		return // the client left; its cancellation ended the upstream read
+	timedOut := lim.end()
+	outcome := s.streamOutcome(r.Context(), err, timedOut)
+	s.finishStream(r.Context(), rt, res, st, outcome)
+	if outcome == streamAbandoned || outcome == streamCut {
+		return // the client is gone; its cancellation ended the upstream read
+	}
+	if timedOut {
+		s.Log.WarnContext(r.Context(), "stream ended by timeouts.stream", "provider", res.Candidate.Provider)
+		if ep != provider.Responses { // its tail has already failed the response
+			_ = sw.Data(errorBody(OpenAI, &apiError{Type: "server_error", Code: "stream_timeout", Message: lim.message()}))
+			_ = sw.Done()
+		}
+		return
 	}
 	if err == nil {
 		// A translated stream that reported an error event, or a server

@@ -78,6 +78,9 @@ type Server struct {
 	proxy    *proxy.Proxy
 	client   *http.Client
 	draining atomic.Bool
+	// cutting is set when the drain bound is reached and the remaining
+	// connections are closed: streams ending then were cut, not abandoned.
+	cutting atomic.Bool
 	// stopping: shutdown began; /ready answers 503 while requests are
 	// still served for timeouts.shutdown_delay, before draining.
 	stopping atomic.Bool
@@ -292,6 +295,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	err := hs.Shutdown(sctx)
 	if errors.Is(err, context.DeadlineExceeded) {
 		s.Log.Warn("drain bound reached; closing remaining connections")
+		s.cutting.Store(true)
 		_ = hs.Close()
 		return nil
 	}
