@@ -24,5 +24,10 @@ func RestartNeeded(old, next *Config) []string {
 	check("redis.url", old.Redis.URL, next.Redis.URL)
 	check("redis.command_timeout", old.Redis.CommandTimeout, next.Redis.CommandTimeout)
 	check("redis.connect_timeout", old.Redis.ConnectTimeout, next.Redis.ConnectTimeout)
+	// The queue's mode, its worker pool and the idempotency store are set
+	// up at boot; the other queue.* bounds apply on reload.
+	check("queue.mode", old.Queue.Mode, next.Queue.Mode)
+	check("queue.worker_concurrency", old.Queue.WorkerConcurrency, next.Queue.WorkerConcurrency)
+	check("idempotency", old.Idempotency, next.Idempotency)
 	return out
 }

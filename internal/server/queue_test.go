@@ -235,3 +235,14 @@ func TestQueueOversizedResultIsAFixedError(t *testing.T) {
 		t.Fatalf("stream: %d %d bytes", s.Status, len(s.Body))
 	}
 }
+
+// examples/queue.yaml is a valid queue-mode config.
+func TestQueueExampleConfig(t *testing.T) {
+	cfg, err := config.Load("../../examples/queue.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !cfg.Queue.Redis() || cfg.Queue.UnaryTerminalBytes != 1<<20 {
+		t.Fatalf("queue section: %+v", cfg.Queue)
+	}
+}
