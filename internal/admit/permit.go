@@ -3,6 +3,7 @@ package admit
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"switchboard/internal/limit"
@@ -31,6 +32,9 @@ type Permit struct {
 	tpm                                []limit.Debit // charged TPM debits
 	hold                               spend.Hold
 	advice                             Advice
+	// restored is a hold that a failed asynchronous settlement left in the
+	// store after Settle or Fail had zeroed hold.Held.
+	restored atomic.Int64
 }
 
 // ID is the attempt's ledger id.
@@ -50,7 +54,7 @@ func (p *Permit) Advice() (limit, remaining, reset int, ok bool) {
 func (p *Permit) Reserved() int64 {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.hold.Held
+	return p.hold.Held + p.restored.Load()
 }
 
 // finish runs f once, then releases the slot.
@@ -72,9 +76,33 @@ func (p *Permit) finish(f func()) {
 	}
 }
 
-func (p *Permit) settle(st *store.Settlement) bool {
+func (p *Permit) fill(st *store.Settlement) {
 	st.Now, st.ID, st.Tenant, st.Provider = p.c.clk.Now(), p.id, p.tenant, p.provider
 	st.Minute, st.WindowSecs, st.WindowStart = p.minute, p.windowSecs, p.windowStart
+}
+
+// end writes an attempt's last settlement. When the store can take it
+// without waiting (SQLite, Redis), the caller goes on at once — the
+// answer is not held for the write — and done runs once it is applied;
+// the store still applies it before any later read or admission of this
+// process. Otherwise it is written here. done must not take p.mu.
+func (p *Permit) end(st *store.Settlement, done func(ok bool)) {
+	if as, ok := p.c.st.(store.AsyncSettler); ok {
+		p.fill(st)
+		as.SettleAsync(st, func(err error) {
+			if err != nil {
+				// The store applied nothing: the reservation stays.
+				p.c.m.settleErr.Inc()
+			}
+			done(err == nil)
+		})
+		return
+	}
+	done(p.settle(st))
+}
+
+func (p *Permit) settle(st *store.Settlement) bool {
+	p.fill(st)
 	ctx, cancel := context.WithTimeout(context.Background(), settleTimeout)
 	defer cancel()
 	if err := p.c.st.Settle(ctx, st); err != nil {
@@ -101,16 +129,24 @@ func (p *Permit) Settle(u Usage) {
 		}
 		held := p.hold.Held
 		charge, resolved := p.hold.Settle(u)
-		if resolved {
-			st.ReservedDelta, st.SettledDelta, st.State, st.Held, st.Cost = -held, charge, store.StateSettled, 0, charge
-		} else {
+		if !resolved {
 			st.State, st.Held = store.StateUnpriced, held
+			p.end(st, func(bool) {})
+			return
 		}
-		if p.settle(st) && resolved {
-			p.hold.Held = 0
-			p.moved(held, charge)
-		}
+		st.ReservedDelta, st.SettledDelta, st.State, st.Held, st.Cost = -held, charge, store.StateSettled, 0, charge
+		p.hold.Held = 0
+		p.end(st, func(ok bool) { p.ended(ok, held, charge) })
 	})
+}
+
+// ended accounts for a settlement that replaced held by charge.
+func (p *Permit) ended(ok bool, held, charge int64) {
+	if !ok {
+		p.restored.Store(held)
+		return
+	}
+	p.moved(held, charge)
 }
 
 // Keep ends an attempt whose outcome is uncertain (a transport error after
@@ -118,7 +154,7 @@ func (p *Permit) Settle(u Usage) {
 // its window and the TPM estimate stands.
 func (p *Permit) Keep() {
 	p.finish(func() {
-		p.settle(&store.Settlement{State: store.StateKept, Held: p.hold.Held})
+		p.end(&store.Settlement{State: store.StateKept, Held: p.hold.Held}, func(bool) {})
 	})
 }
 
@@ -131,11 +167,9 @@ func (p *Permit) Fail() {
 	p.finish(func() {
 		held := p.hold.Held
 		charge := p.hold.Fail()
-		if p.settle(&store.Settlement{ReservedDelta: -held, SettledDelta: charge, State: store.StateFailed,
-			Cost: charge, Final: true}) {
-			p.hold.Held = 0
-			p.moved(held, charge)
-		}
+		p.hold.Held = 0
+		p.end(&store.Settlement{ReservedDelta: -held, SettledDelta: charge, State: store.StateFailed,
+			Cost: charge, Final: true}, func(ok bool) { p.ended(ok, held, charge) })
 	})
 }
 

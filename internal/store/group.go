@@ -43,11 +43,22 @@ func newCommitter(s *local) *committer {
 // submit queues o and waits until its transaction ended (o.d, o.err set).
 func (c *committer) submit(o *op) {
 	o.done = make(chan struct{})
+	if c.enqueue(o) {
+		<-o.done
+	}
+}
+
+// enqueue queues o; once the store is closed o ends at once with
+// errClosed (then called, or done left open for submit to skip).
+func (c *committer) enqueue(o *op) bool {
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
 		o.err = errClosed
-		return
+		if o.then != nil {
+			o.then(o.err)
+		}
+		return false
 	}
 	c.queue = append(c.queue, o)
 	c.mu.Unlock()
@@ -55,7 +66,7 @@ func (c *committer) submit(o *op) {
 	case c.wake <- struct{}{}:
 	default: // a wake-up is pending: the committer will see o
 	}
-	<-o.done
+	return true
 }
 
 func (c *committer) loop() {
@@ -82,7 +93,11 @@ func (c *committer) loop() {
 				c.s.apply(rest[:n])
 				c.s.mu.Unlock()
 				for _, o := range rest[:n] {
-					close(o.done)
+					if o.then != nil {
+						o.then(o.err)
+					} else {
+						close(o.done)
+					}
 				}
 				rest = rest[n:]
 			}

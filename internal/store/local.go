@@ -67,23 +67,32 @@ var errClosed = errors.New("store: closed")
 
 func newLocal(led ledger) *local { return &local{buckets: limit.NewMemory(), led: led} }
 
-// op is one admission or settlement on its way through the ledger.
+// op is one admission, settlement or usage read on its way through the
+// ledger.
 type op struct {
-	a  *Admission
-	st *Settlement
-	d  *Decision
+	a   *Admission
+	st  *Settlement
+	q   *UsageQuery
+	d   *Decision
+	rep *UsageReport
 	// taken: the admission's bucket debits are applied (refunded if its
 	// transaction does not commit).
 	taken bool
 	err   error
 	done  chan struct{}
+	// then, when set, is called with the outcome instead of done being
+	// closed: nobody waits (SettleAsync).
+	then func(error)
 }
 
 func (o *op) now() time.Time {
-	if o.a != nil {
+	switch {
+	case o.a != nil:
 		return o.a.Now
+	case o.st != nil:
+		return o.st.Now
 	}
-	return o.st.Now
+	return o.q.Now
 }
 
 // Admit implements Store. Rate debits, the daily count and the spend hold
@@ -101,6 +110,17 @@ func (s *local) Settle(_ context.Context, st *Settlement) error {
 	o := &op{st: st}
 	s.do(o)
 	return o.err
+}
+
+// SettleAsync implements AsyncSettler: with a committer the settlement is
+// queued and done runs after its transaction; without one (memory) it
+// applies at once.
+func (s *local) SettleAsync(st *Settlement, done func(error)) {
+	if s.group == nil {
+		done(s.Settle(context.Background(), st))
+		return
+	}
+	s.group.enqueue(&op{st: st, then: done})
 }
 
 // do applies o: through the committer when there is one, else at once.
@@ -174,10 +194,13 @@ func (s *local) applyTx(ops []*op) (err error) {
 		}
 	}
 	for _, o := range ops {
-		if o.a != nil {
+		switch {
+		case o.a != nil:
 			err = s.admitTx(tx, o)
-		} else {
+		case o.st != nil:
 			err = settleTx(tx, o.st)
+		default:
+			o.rep, err = usageTx(tx, *o.q)
 		}
 		if err != nil {
 			return err
@@ -339,20 +362,19 @@ func (s *local) Peek(_ context.Context, now time.Time, ds []limit.Debit) ([]limi
 	return out, nil
 }
 
-// Usage implements Store.
-func (s *local) Usage(ctx context.Context, q UsageQuery) (*UsageReport, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
-		return nil, errClosed
-	}
-	tx, err := s.led.begin(ctx)
-	if err != nil {
-		return nil, err
-	}
-	defer tx.rollback()
+// Usage implements Store. It goes through the committer like the writes,
+// so it sees every settlement queued before it.
+func (s *local) Usage(_ context.Context, q UsageQuery) (*UsageReport, error) {
+	o := &op{q: &q}
+	s.do(o)
+	return o.rep, o.err
+}
+
+// usageTx reads a tenant's counters inside tx.
+func usageTx(tx ledgerTx, q UsageQuery) (*UsageReport, error) {
 	r := &UsageReport{WindowStart: WindowStart(q.Now, q.WindowSecs)}
 	r.WindowEnd = r.WindowStart + max(q.WindowSecs, 1)
+	var err error
 	if r.Requests, r.Tokens, r.OldestMinute, err = tx.daily(q.Tenant, Minute(q.Now)-DailyMinutes); err != nil {
 		return nil, err
 	}

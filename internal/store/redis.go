@@ -40,13 +40,13 @@ var (
 	//go:embed redis_health_fetch.lua
 	luaHealthFetch string
 
-	scriptAdmit       = redis.NewScript(luaCommon + luaAdmit)
-	scriptSettle      = redis.NewScript(luaCommon + luaSettle)
-	scriptPenalize    = redis.NewScript(luaCommon + luaPenalize)
-	scriptPeek        = redis.NewScript(luaCommon + luaPeek)
-	scriptUsage       = redis.NewScript(luaCommon + luaUsage)
-	scriptHealth      = redis.NewScript(luaCommon + luaHealth)
-	scriptHealthFetch = redis.NewScript(luaCommon + luaHealthFetch)
+	scriptAdmit       = newScript(luaCommon + luaAdmit)
+	scriptSettle      = newScript(luaCommon + luaSettle)
+	scriptPenalize    = newScript(luaCommon + luaPenalize)
+	scriptPeek        = newScript(luaCommon + luaPeek)
+	scriptUsage       = newScript(luaCommon + luaUsage)
+	scriptHealth      = newScript(luaCommon + luaHealth)
+	scriptHealthFetch = newScript(luaCommon + luaHealthFetch)
 )
 
 // KeyPrefix starts every key this package writes.
@@ -96,9 +96,11 @@ type RedisOptions struct {
 // where it was), and one warning is logged; a background PING notices when
 // Redis answers again, and the next decision goes back to it.
 type Redis struct {
-	c   *redis.Client
-	o   RedisOptions
-	log *slog.Logger
+	c    *redis.Client
+	p    *pipe
+	keys keyNames
+	o    RedisOptions
+	log  *slog.Logger
 	// mem is the in-process fallback: unbudgeted admissions and their
 	// settlements while Redis is away, and every penalty (cheap, and it
 	// keeps the fallback as strict as it can be).
@@ -152,6 +154,7 @@ func OpenRedis(o RedisOptions) (*Redis, error) {
 	quietDriver.Do(func() { redis.SetLogger(driverLog{}) })
 	r := &Redis{c: redis.NewClient(ro), o: o, log: o.Log, mem: NewMemory(), done: make(chan struct{}),
 		localIDs: map[string]int64{}}
+	r.p = newPipe(r)
 	ctx, cancel := context.WithTimeout(context.Background(), o.ConnectTimeout+o.CommandTimeout)
 	defer cancel()
 	// Addr and DB only: the URL may carry a password.
@@ -226,19 +229,21 @@ func (r *Redis) probe() {
 	}
 }
 
-// run executes a script unless Redis is known to be away.
-func (r *Redis) run(ctx context.Context, s *redis.Script, keys []string, args ...any) (any, error) {
+// run executes a script unless Redis is known to be away. It goes through
+// the pipe like every other call, so that calls keep their order.
+func (r *Redis) run(ctx context.Context, s *script, keys []string, args ...any) (any, error) {
 	if r.down.Load() {
 		return nil, ErrUnavailable
 	}
+	cmd := make([]any, 0, 3+len(keys)+len(args))
+	cmd = append(cmd, "evalsha", &s.sha, len(keys))
+	for _, k := range keys {
+		cmd = append(cmd, k)
+	}
+	cmd = append(cmd, args...)
 	cctx, cancel := r.cmdCtx(ctx)
 	defer cancel()
-	v, err := s.Run(cctx, r.c, keys, args...).Result()
-	if err != nil {
-		r.failed(ctx, err)
-		return nil, err
-	}
-	return v, nil
+	return r.p.do(cctx, &call{script: s, cmd: cmd})
 }
 
 func bucketKey(k string) string { return KeyPrefix + "b:" + k }
@@ -295,22 +300,7 @@ func micros(d time.Duration) int64 { return max(d.Microseconds(), 1) }
 
 // Admit implements Store with one script (redis_admit.lua).
 func (r *Redis) Admit(ctx context.Context, a *Admission) (*Decision, error) {
-	secs := windowSecs(a.WindowSecs)
-	keys := make([]string, 0, 5+2*len(a.Debits))
-	keys = append(keys, attemptsKey, recordKey(a.ID), dailyKey(a.Tenant), dailyMinutesKey(a.Tenant), windowPrefix(a.Tenant, secs))
-	args := make([]any, 0, 16+4*len(a.Debits))
-	args = append(args, a.ID, a.Tenant, a.Provider, a.Model, len(a.Debits), i64(a.DailyLimit), i64(a.EstTokens),
-		i64(secs), flag(a.Budgeted), i64(a.Budget), i64(a.Hold), flag(a.HoldRemaining), a.MaxRetained,
-		i64(int64(Retention/time.Second)), DailyMinutes, reclaimBatch)
-	for _, d := range a.Debits {
-		pen := penaltyKey(d.Group)
-		if d.Group == "" {
-			pen = bucketKey(d.Key) // a placeholder: never read without a group
-		}
-		keys = append(keys, rateKey(d), pen)
-		args = append(args, i64(d.Rate.Limit), i64(windowArg(d.Rate)), i64(d.Cost), flag(d.Group != ""))
-	}
-	v, err := r.run(ctx, scriptAdmit, keys, args...)
+	v, err := r.admit(ctx, a)
 	if err != nil {
 		return r.fallbackAdmit(ctx, a)
 	}
@@ -322,6 +312,59 @@ func (r *Redis) Admit(ctx context.Context, a *Admission) (*Decision, error) {
 		return nil, err
 	}
 	return d, nil
+}
+
+// admit runs redis_admit.lua for a (see the script for its keys and
+// arguments).
+func (r *Redis) admit(ctx context.Context, a *Admission) (any, error) {
+	if r.down.Load() {
+		return nil, ErrUnavailable
+	}
+	secs := windowSecs(a.WindowSecs)
+	n := len(a.Debits)
+	x := newArgs(scriptAdmit, 5+2*n, 10+3*n, 4)
+	x.str(attemptsKey)
+	x.str(recordKey(a.ID))
+	x.str(r.keys.dailyKey(a.Tenant))
+	x.str(r.keys.dailyMinutesKey(a.Tenant))
+	x.str(r.keys.windowPrefix(a.Tenant, secs))
+	for _, d := range a.Debits {
+		x.str(r.keys.rateKey(d))
+		if d.Group == "" {
+			x.str(r.keys.bucketKey(d.Key)) // a placeholder: never read without a group
+		} else {
+			x.str(r.keys.penaltyKey(d.Group))
+		}
+	}
+	x.str(a.ID)
+	x.str(a.Tenant)
+	x.str(a.Provider)
+	x.str(a.Model)
+	x.int(int64(n))
+	x.int(a.DailyLimit)
+	x.int(a.EstTokens)
+	x.int(secs)
+	x.flag(a.Budgeted)
+	x.int(a.Budget)
+	x.int(a.Hold)
+	x.flag(a.HoldRemaining)
+	x.int(int64(a.MaxRetained))
+	x.int(int64(Retention / time.Second))
+	x.int(DailyMinutes)
+	x.int(reclaimBatch)
+	for _, d := range a.Debits {
+		x.int(d.Rate.Limit)
+		x.int(windowArg(d.Rate))
+		x.int(d.Cost)
+		x.flag(d.Group != "")
+	}
+	cctx, cancel := r.cmdCtx(ctx)
+	defer cancel()
+	v, err := r.p.do(cctx, &call{script: scriptAdmit, cmd: x.cmd})
+	if cctx.Err() == nil {
+		x.release() // else the pipe may still write it
+	}
+	return v, err
 }
 
 // fallbackAdmit decides without Redis: in process for an unbudgeted
@@ -442,25 +485,80 @@ func (r *Redis) Settle(ctx context.Context, st *Settlement) error {
 	if r.local(st.ID, st.Final) {
 		return r.mem.Settle(ctx, st)
 	}
+	if r.down.Load() {
+		return ErrUnavailable
+	}
+	x := r.settleArgs(st)
+	cctx, cancel := r.cmdCtx(ctx)
+	defer cancel()
+	_, err := r.p.do(cctx, &call{script: scriptSettle, cmd: x.cmd})
+	if cctx.Err() == nil {
+		x.release()
+	}
+	return err
+}
+
+// SettleAsync implements AsyncSettler: the settlement is queued behind
+// every call this replica queued before it (so this replica's later reads
+// see it) and done runs with its outcome.
+func (r *Redis) SettleAsync(st *Settlement, done func(error)) {
+	if r.local(st.ID, st.Final) || r.down.Load() {
+		done(r.Settle(context.Background(), st))
+		return
+	}
+	x := r.settleArgs(st)
+	c := &call{script: scriptSettle, cmd: x.cmd, then: func(_ any, err error) {
+		x.release()
+		done(err)
+	}}
+	if !r.p.enqueue(c) {
+		x.release()
+		done(errClosed)
+	}
+}
+
+// settleArgs is redis_settle.lua's command for st (see the script).
+func (r *Redis) settleArgs(st *Settlement) *scriptArgs {
 	secs := windowSecs(st.WindowSecs)
-	keys := make([]string, 0, 5+len(st.Adjust))
-	keys = append(keys, attemptsKey, recordKey(st.ID), dailyKey(st.Tenant), dailyMinutesKey(st.Tenant),
-		windowPrefix(st.Tenant, secs)+":"+i64(st.WindowStart))
+	n := len(st.Adjust)
+	x := newArgs(scriptSettle, 5+n, 16+3*n, 2)
+	x.str(attemptsKey)
+	x.str(recordKey(st.ID))
+	x.str(r.keys.dailyKey(st.Tenant))
+	x.str(r.keys.dailyMinutesKey(st.Tenant))
+	x.str(r.keys.windowKey(st.Tenant, secs, st.WindowStart))
+	for _, d := range st.Adjust {
+		x.str(r.keys.rateKey(d))
+	}
 	tk := Tokens{}
 	if st.Tokens != nil {
 		tk = *st.Tokens
 	}
-	args := make([]any, 0, 19+3*len(st.Adjust))
-	args = append(args, i64(st.ReservedDelta), i64(st.SettledDelta), i64(st.Minute), i64(st.TokenDelta), st.State,
-		flag(st.Tokens != nil), i64(tk.Input), i64(tk.Output), i64(tk.CacheRead), i64(tk.CacheWrite), i64(tk.Reasoning),
-		i64(st.Held), i64(st.Cost), flag(st.Final), i64(int64(Retention/time.Second)), DailyMinutes,
-		i64(st.WindowStart+secs+2*86400), st.ID, len(st.Adjust))
+	x.int(st.ReservedDelta)
+	x.int(st.SettledDelta)
+	x.int(st.Minute)
+	x.int(st.TokenDelta)
+	x.str(st.State)
+	x.flag(st.Tokens != nil)
+	x.int(tk.Input)
+	x.int(tk.Output)
+	x.int(tk.CacheRead)
+	x.int(tk.CacheWrite)
+	x.int(tk.Reasoning)
+	x.int(st.Held)
+	x.int(st.Cost)
+	x.flag(st.Final)
+	x.int(int64(Retention / time.Second))
+	x.int(DailyMinutes)
+	x.int(st.WindowStart + secs + 2*86400)
+	x.str(st.ID)
+	x.int(int64(n))
 	for _, d := range st.Adjust {
-		keys = append(keys, rateKey(d))
-		args = append(args, i64(d.Rate.Limit), i64(windowArg(d.Rate)), i64(d.Cost))
+		x.int(d.Rate.Limit)
+		x.int(windowArg(d.Rate))
+		x.int(d.Cost)
 	}
-	_, err := r.run(ctx, scriptSettle, keys, args...)
-	return err
+	return x
 }
 
 // Penalize implements Store: in process always (so the fallback honours
@@ -529,6 +627,7 @@ func (r *Redis) Usage(ctx context.Context, q UsageQuery) (*UsageReport, error) {
 func (r *Redis) Close() error {
 	var err error
 	r.closeOnce.Do(func() {
+		r.p.close() // what is queued is sent first
 		close(r.done)
 		err = errors.Join(r.c.Close(), r.mem.Close())
 	})

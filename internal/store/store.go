@@ -173,6 +173,15 @@ type Store interface {
 	Close() error
 }
 
+// AsyncSettler is a Store that can take a settlement without its caller
+// waiting for the write. SettleAsync queues st behind every operation
+// queued before it in this process (so a later Usage or Admit here sees
+// it) and returns; done runs once with the outcome, on another goroutine,
+// and must be short. The SQLite ledger and Redis implement it.
+type AsyncSettler interface {
+	SettleAsync(st *Settlement, done func(error))
+}
+
 // Minute is the usage minute of t.
 func Minute(t time.Time) int64 { return t.Unix() / 60 }
 

@@ -1,0 +1,182 @@
+package store
+
+import (
+	"context"
+	"crypto/sha1"
+	"encoding/hex"
+	"errors"
+	"sync"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// maxPipeline bounds the scripts of one pipeline, so that the first caller
+// of a burst is not held behind all of it.
+const maxPipeline = 128
+
+// pipe sends the store's scripts to Redis in pipelines: one goroutine
+// takes every call queued, writes them as one pipeline (one write and one
+// read on one connection instead of one round trip each, on both sides)
+// and hands each caller its reply. As with the SQLite committer, the batch
+// is whatever arrived while the previous pipeline was out: a lone call is
+// sent at once, and under load the batches grow by themselves. Calls run
+// in the order they were queued, so a settlement queued before a usage
+// read of the same replica is applied before it.
+//
+// Each script is still one atomic decision: pipelining changes how many
+// are written per syscall, not what each one does. A call whose pipeline
+// fails (timeout, connection lost) gets the error and is not replayed: it
+// may have run.
+type pipe struct {
+	r *Redis
+
+	mu     sync.Mutex
+	queue  []*call
+	closed bool
+
+	spare  []*call // the queue's other buffer (pipe goroutine only)
+	wake   chan struct{}
+	exited chan struct{}
+}
+
+// script is a Lua script and its SHA-1 (EVALSHA names it by that).
+type script struct{ src, sha string }
+
+func newScript(src string) *script {
+	h := sha1.Sum([]byte(src))
+	return &script{src: src, sha: hex.EncodeToString(h[:])}
+}
+
+// call is one script run: cmd is the whole command (EVALSHA, the SHA, the
+// key count, keys, arguments). done is closed when v and err are set or,
+// for a call nobody waits for, then is run instead (by the pipe goroutine:
+// it must be short).
+type call struct {
+	script *script
+	cmd    []any
+	v      any
+	err    error
+	done   chan struct{}
+	then   func(v any, err error)
+}
+
+func newPipe(r *Redis) *pipe {
+	p := &pipe{r: r, wake: make(chan struct{}, 1), exited: make(chan struct{})}
+	go p.loop()
+	return p
+}
+
+// enqueue queues c; false when the pipe is closed.
+func (p *pipe) enqueue(c *call) bool {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return false
+	}
+	p.queue = append(p.queue, c)
+	p.mu.Unlock()
+	select {
+	case p.wake <- struct{}{}:
+	default: // a wake-up is pending: the pipe goroutine will see c
+	}
+	return true
+}
+
+// do runs one script and waits for its reply (or the caller leaving: the
+// script may then still run, as a command whose reply was lost would).
+func (p *pipe) do(ctx context.Context, c *call) (any, error) {
+	c.done = make(chan struct{})
+	if !p.enqueue(c) {
+		return nil, errClosed
+	}
+	select {
+	case <-c.done:
+		return c.v, c.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+func (p *pipe) loop() {
+	defer close(p.exited)
+	for range p.wake {
+		for {
+			p.mu.Lock()
+			batch := p.queue
+			p.queue = p.spare[:0]
+			closed := p.closed
+			p.mu.Unlock()
+			if len(batch) == 0 {
+				p.spare = batch
+				if closed {
+					return
+				}
+				break
+			}
+			for rest := batch; len(rest) > 0; {
+				n := min(len(rest), maxPipeline)
+				p.send(rest[:n])
+				rest = rest[n:]
+			}
+			clear(batch)
+			p.spare = batch[:0]
+		}
+	}
+}
+
+// send runs calls as one pipeline of EVALSHA; the scripts Redis did not
+// have (NOSCRIPT: nothing ran) go again as EVAL with their source.
+func (p *pipe) send(calls []*call) {
+	ctx, cancel := context.WithTimeout(context.Background(), p.r.o.CommandTimeout)
+	defer cancel()
+	cmds := make([]*redis.Cmd, len(calls))
+	pl := p.r.c.Pipeline()
+	for i, c := range calls {
+		cmds[i] = redis.NewCmd(ctx, c.cmd...)
+		_ = pl.Process(ctx, cmds[i])
+	}
+	_, _ = pl.Exec(ctx)
+	var again []int
+	for i, cmd := range cmds {
+		if redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
+			again = append(again, i)
+		}
+	}
+	if len(again) > 0 {
+		pl := p.r.c.Pipeline()
+		for _, i := range again {
+			c := calls[i]
+			c.cmd[0], c.cmd[1] = "eval", &c.script.src
+			cmds[i] = redis.NewCmd(ctx, c.cmd...)
+			_ = pl.Process(ctx, cmds[i])
+		}
+		_, _ = pl.Exec(ctx)
+	}
+	reported := false
+	for i, c := range calls {
+		c.v, c.err = cmds[i].Val(), cmds[i].Err()
+		if c.err != nil && !reported {
+			// Once per pipeline: a lost connection fails every call of it.
+			p.r.failed(context.Background(), c.err)
+			var reply redis.Error
+			reported = !errors.As(c.err, &reply)
+		}
+		if c.then != nil {
+			c.then(c.v, c.err)
+		} else {
+			close(c.done)
+		}
+	}
+}
+
+// close sends what is queued, then stops; later calls get errClosed.
+func (p *pipe) close() {
+	p.mu.Lock()
+	p.closed = true
+	p.mu.Unlock()
+	select {
+	case p.wake <- struct{}{}:
+	default:
+	}
+	<-p.exited
+}
