@@ -83,6 +83,8 @@ type op struct {
 	// then, when set, is called with the outcome instead of done being
 	// closed: nobody waits (SettleAsync).
 	then func(error)
+	// lead: the caller was handed the committer's lead (see committer).
+	lead bool
 }
 
 func (o *op) now() time.Time {
