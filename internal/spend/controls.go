@@ -181,24 +181,25 @@ var mediaMarkers = [][]byte{
 }
 
 // storedInput are fields that pull input the body does not contain.
-var storedInput = []string{"previous_response_id", "conversation", "cachedContent", "cached_content"}
+var storedInput = [...]string{"previous_response_id", "conversation", "cachedContent", "cached_content"}
 
 // inputShape reports whether the (compact) body carries media, or refers to
 // input stored at the provider; both bound input by the context ceiling.
-func inputShape(compact []byte) (media, stored bool) {
+// t is the body's top level (readTop).
+func inputShape(compact []byte, t *topLevel) (media, stored bool) {
 	for _, m := range mediaMarkers {
 		if bytes.Contains(compact, m) {
 			media = true
 			break
 		}
 	}
-	for _, r := range gjson.GetManyBytes(compact, storedInput...) {
+	for _, r := range t.stored {
 		if present(r) {
 			stored = true
 		}
 	}
 	// A Responses prompt template (an object) is stored input too.
-	if p := gjson.GetBytes(compact, "prompt"); p.IsObject() {
+	if t.counted[promptField].IsObject() {
 		stored = true
 	}
 	return media, stored

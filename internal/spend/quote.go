@@ -110,13 +110,10 @@ func (c *Catalog) Quote(r Request) Quote {
 	if !e.Priced() {
 		return unpriced(q, "the price of model %q on provider %q lacks its input or output rate", r.Model, r.Provider)
 	}
-	compact := r.Body
-	var buf bytes.Buffer
-	if json.Compact(&buf, r.Body) == nil {
-		compact = buf.Bytes()
-	}
+	compact := compacted(r.Body)
 
-	media, stored := inputShape(compact)
+	top := readTop(compact)
+	media, stored := inputShape(compact, &top)
 	q.Media = media
 	if media || stored {
 		if e.Context == Unknown {
@@ -124,7 +121,7 @@ func (c *Catalog) Quote(r Request) Quote {
 		}
 		q.InputBound = e.Context
 	} else {
-		q.InputBound = int64(len(compact)) + allowance(compact)
+		q.InputBound = int64(len(compact)) + allowance(&top)
 		if e.Context != Unknown {
 			q.InputBound = min(q.InputBound, e.Context)
 		}
@@ -154,7 +151,7 @@ func (c *Catalog) Quote(r Request) Quote {
 		default:
 			return unpriced(q, "the request sets no output limit and the output ceiling of %q is unknown", r.Model)
 		}
-		q.OutputBound, q.Candidates = lim, max(n, 1)*prompts(r, compact)
+		q.OutputBound, q.Candidates = lim, max(n, 1)*prompts(r, &top)
 	}
 
 	rates := e.RatesAt(q.InputBound)
@@ -190,13 +187,94 @@ func (c *Catalog) Quote(r Request) Quote {
 	return q
 }
 
+// compacted is body without insignificant whitespace: body itself when it
+// has none (SDKs and proxies mostly send compact JSON: one scan, no copy),
+// else a compacted copy (body when it does not parse).
+func compacted(body []byte) []byte {
+	if !hasSpace(body) {
+		return body
+	}
+	var buf bytes.Buffer
+	if json.Compact(&buf, body) == nil {
+		return buf.Bytes()
+	}
+	return body
+}
+
+// hasSpace reports whitespace outside JSON strings.
+func hasSpace(b []byte) bool {
+	in, esc := false, false
+	for _, c := range b {
+		switch {
+		case esc:
+			esc = false
+		case in && c == '\\':
+			esc = true
+		case c == '"':
+			in = !in
+		case !in && (c == ' ' || c == '\t' || c == '\n' || c == '\r'):
+			return true
+		}
+	}
+	return false
+}
+
+// topLevel holds the top-level fields of a body that pricing reads,
+// found in one pass over it (each gjson.Get is a scan of its own, and
+// pricing asked for fifteen). The first occurrence of a key counts, as
+// with gjson.Get.
+type topLevel struct {
+	// counted are the message-like fields of allowance, in countedFields'
+	// order; prompt is also counted[7].
+	counted          [len(countedFields)]gjson.Result
+	tools, functions gjson.Result
+	// stored are the storedInput fields.
+	stored [len(storedInput)]gjson.Result
+}
+
+var countedFields = [...]string{"messages", "contents", "input", "system", "systemInstruction",
+	"system_instruction", "instructions", "prompt"}
+
+const promptField = 7
+
+func readTop(compact []byte) topLevel {
+	var t topLevel
+	set := func(r *gjson.Result, v gjson.Result) {
+		if !r.Exists() {
+			*r = v
+		}
+	}
+	gjson.ParseBytes(compact).ForEach(func(k, v gjson.Result) bool {
+		key := k.String()
+		for i, f := range countedFields {
+			if key == f {
+				set(&t.counted[i], v)
+				return true
+			}
+		}
+		for i, f := range storedInput {
+			if key == f {
+				set(&t.stored[i], v)
+				return true
+			}
+		}
+		switch key {
+		case "tools":
+			set(&t.tools, v)
+		case "functions":
+			set(&t.functions, v)
+		}
+		return true
+	})
+	return t
+}
+
 // allowance is the template allowance of a body: a base, a share per
 // message (messages, contents, input items, a system prompt) and one for
 // tool definitions.
-func allowance(compact []byte) int64 {
+func allowance(t *topLevel) int64 {
 	n := int64(0)
-	for _, r := range gjson.GetManyBytes(compact, "messages", "contents", "input", "system", "systemInstruction",
-		"system_instruction", "instructions", "prompt") {
+	for _, r := range t.counted {
 		switch {
 		case r.IsArray():
 			n += int64(len(r.Array()))
@@ -205,7 +283,7 @@ func allowance(compact []byte) int64 {
 		}
 	}
 	a := BaseAllowance + n*PerMessageAllowance
-	if t := gjson.GetManyBytes(compact, "tools", "functions"); present(t[0]) || present(t[1]) {
+	if present(t.tools) || present(t.functions) {
 		a += ToolsAllowance
 	}
 	return a
@@ -213,11 +291,11 @@ func allowance(compact []byte) int64 {
 
 // prompts is the number of prompts of a legacy completions request: a list
 // of strings (or of token lists) is one completion per prompt.
-func prompts(r Request, compact []byte) int64 {
+func prompts(r Request, t *topLevel) int64 {
 	if r.Endpoint != "completions" {
 		return 1
 	}
-	p := gjson.GetBytes(compact, "prompt")
+	p := t.counted[promptField]
 	if !p.IsArray() {
 		return 1
 	}
