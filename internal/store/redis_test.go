@@ -36,7 +36,11 @@ func (l *lockedBuffer) String() string {
 func openRedis(t *testing.T, srv *redistest.Server) (*Redis, *lockedBuffer) {
 	t.Helper()
 	logs := &lockedBuffer{}
-	r, err := OpenRedis(RedisOptions{URL: srv.URL, ProbeInterval: 20 * time.Millisecond,
+	// A long command timeout: on a loaded machine a pipeline of a few
+	// hundred decisions can take past the 500 ms default, and a timeout
+	// sends them to the in-process fallback, which these tests would read
+	// as a wrong count. A killed server still fails at once.
+	r, err := OpenRedis(RedisOptions{URL: srv.URL, ProbeInterval: 20 * time.Millisecond, CommandTimeout: 10 * time.Second,
 		Log: slog.New(slog.NewTextHandler(logs, nil))})
 	if err != nil {
 		t.Fatal(err)
