@@ -5,10 +5,11 @@
 #
 # --format docker keeps the HEALTHCHECK (podman's default OCI format drops
 # it). VERSION and REVISION are baked into the binary (`switchboard version`)
-# and the image labels. GO_IMAGE picks the builder: any image with Go 1.26
-# and /bin/sh at /usr/local/go works (CI, which cannot pull, builds this same
-# file with the host's toolchain; see deploy/image_test.go).
-ARG GO_IMAGE=docker.io/library/golang:1.26-bookworm
+# and the image labels. GO_IMAGE picks the builder, pinned to go.mod's Go
+# (GOTOOLCHAIN=local keeps that one): any image with that Go at
+# /usr/local/go and /bin/sh works. CI, which cannot pull, builds this same
+# file with an image of the host's toolchain (see deploy/image_test.go).
+ARG GO_IMAGE=docker.io/library/golang:1.26.8-bookworm
 
 FROM ${GO_IMAGE} AS build
 WORKDIR /src
