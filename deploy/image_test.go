@@ -129,7 +129,7 @@ func TestImage(t *testing.T) {
 			t.Errorf("image: want %s", c.what)
 		}
 	}
-	if v := p.must(t, time.Minute, "run", "--rm", "--network", "none", ref, "version"); (!strings.Contains(v, imageVersion) || !strings.Contains(v, imageRev)) {
+	if v := p.must(t, time.Minute, "run", "--rm", "--network", "none", ref, "version"); !strings.Contains(v, imageVersion) || !strings.Contains(v, imageRev) {
 		t.Errorf("switchboard version in the image = %q, want version and revision baked in", v)
 	}
 
