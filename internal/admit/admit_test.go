@@ -229,12 +229,12 @@ func TestExplicitZero(t *testing.T) {
 			}
 			e := setup(t, tt.yaml+keys)
 			id := e.id(t, "sk-a")
-			before, _ := e.c.Usage(ctx, id)
+			before, _ := e.c.Usage(ctx, id, UsageOptions{})
 			_, ref := e.c.Admit(ctx, attempt(id, "m1"))
 			if ref == nil || ref.Status != 429 || ref.Code != tt.code || ref.Scope != tt.scope || ref.RetryAfter < 1 {
 				t.Fatalf("refusal = %+v", ref)
 			}
-			after, _ := e.c.Usage(ctx, id)
+			after, _ := e.c.Usage(ctx, id, UsageOptions{})
 			if after.RequestsToday != 0 || !sameCounters(before.Limits, after.Limits) {
 				t.Errorf("a zero limit touched other counters: %+v -> %+v", before, after)
 			}
@@ -295,7 +295,7 @@ auth:
 	if ref == nil || ref.Scope != ScopeProvider || ref.Code != CodeRateLimit {
 		t.Fatalf("provider refusal = %+v", ref)
 	}
-	u, _ := e.c.Usage(ctx, id)
+	u, _ := e.c.Usage(ctx, id, UsageOptions{})
 	if u.Limits["rpm"].Remaining != 2 || u.RequestsToday != 1 {
 		t.Errorf("tenant debited by a refused attempt: %+v", u)
 	}
@@ -477,7 +477,7 @@ func TestReloadKeepsState(t *testing.T) {
 	if _, r, _, _ := pm.Advice(); r != 1 {
 		t.Errorf("remaining after raise = %d, want 1", r)
 	}
-	u, _ := e.c.Usage(ctx, e.id(t, "sk-a"))
+	u, _ := e.c.Usage(ctx, e.id(t, "sk-a"), UsageOptions{})
 	if u.RequestsToday != 3 {
 		t.Errorf("requests today = %d", u.RequestsToday)
 	}
@@ -492,7 +492,7 @@ func TestTPMCorrectedBySettle(t *testing.T) {
 		t.Fatalf("estimate too small: remaining %d", est)
 	}
 	pm.Settle(Usage{Input: 30, Output: 20})
-	u, _ := e.c.Usage(ctx, id)
+	u, _ := e.c.Usage(ctx, id, UsageOptions{})
 	if got := u.Limits["tpm"].Remaining; got != 10000-50 {
 		t.Errorf("tpm remaining after settle = %d, want %d", got, 10000-50)
 	}
@@ -503,7 +503,7 @@ func TestTPMCorrectedBySettle(t *testing.T) {
 	pm, _ = e.c.Admit(ctx, attempt(id, "m1"))
 	_, rem, _, _ := pm.Advice()
 	pm.Keep()
-	if u, _ := e.c.Usage(ctx, id); u.Limits["tpm"].Remaining != int64(rem) {
+	if u, _ := e.c.Usage(ctx, id, UsageOptions{}); u.Limits["tpm"].Remaining != int64(rem) {
 		t.Errorf("Keep changed the bucket: %d vs %d", u.Limits["tpm"].Remaining, rem)
 	}
 }

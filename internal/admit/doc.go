@@ -60,10 +60,12 @@
 // pm.SetHeaders(w.Header()) (or Advice()) on the response, and
 // ref.Advice.SetHeaders on a gateway 429. Invalid fields are dropped.
 //
-// GET /v1/usage: ctl.Usage(ctx, id) returns the JSON body (rate_limits of
-// at most 32 providers, the caller's own counters, requests and tokens in
-// the rolling day, and spend reserved, settled and remaining in the
-// current budget window). A read never reserves.
+// GET /v1/usage: ctl.Usage(ctx, id, opts) returns the JSON body (the
+// caller's own counters, requests and tokens in the rolling day, spend
+// reserved, settled and remaining in the current budget window; with
+// advisory headers on, rate_limits: the caller's governing counter for at
+// most 32 providers, or models for a tenant; for an operator,
+// provider_limits: the providers' own buckets). A read never reserves.
 //
 // cost_usd: ctl.CostUSD(provider, model, usage) is nil (never 0) for a
 // model without a known price. `switchboard prices`: WritePrices(w, cfg).

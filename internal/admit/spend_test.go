@@ -39,7 +39,7 @@ func reservation() int64 {
 
 func spendOf(t *testing.T, e *env, id *tenant.Identity) *SpendView {
 	t.Helper()
-	u, err := e.c.Usage(ctx, id)
+	u, err := e.c.Usage(ctx, id, UsageOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -209,7 +209,7 @@ func TestRestartKeepsSpend(t *testing.T) {
 	if (ref == nil) != fits {
 		t.Errorf("after restart, admission = %+v, want fits=%v", ref, fits)
 	}
-	u, _ := e.c.Usage(ctx, id)
+	u, _ := e.c.Usage(ctx, id, UsageOptions{})
 	if u.RequestsToday < 2 {
 		t.Errorf("requests today forgot the restart: %d", u.RequestsToday)
 	}
@@ -398,21 +398,32 @@ auth:
 	id := e.id(t, "sk-a")
 	pm, _ := e.c.Admit(ctx, attempt(id, "p00"))
 	pm.Settle(Usage{Input: 10, Output: 20})
-	u1, err := e.c.Usage(ctx, id)
+	all := UsageOptions{Advisory: true, Providers: true}
+	u1, err := e.c.Usage(ctx, id, all)
 	if err != nil {
 		t.Fatal(err)
 	}
-	u2, _ := e.c.Usage(ctx, id) // a read never reserves
+	u2, _ := e.c.Usage(ctx, id, all) // a read never reserves
 	b1, _ := json.Marshal(u1)
 	b2, _ := json.Marshal(u2)
 	if !bytes.Equal(b1, b2) {
 		t.Errorf("a read changed the counters:\n%s\n%s", b1, b2)
 	}
-	if len(u1.RateLimits) != MaxUsageProviders || u1.RateLimits["p00"] != (Counter{Limit: 10, Remaining: 9, Reset: 6}) {
-		t.Errorf("rate_limits = %d entries, p00 %+v", len(u1.RateLimits), u1.RateLimits["p00"])
+	// The operator's view: each provider's own bucket, limited ones only.
+	if len(u1.ProviderLimits) != MaxUsageProviders || u1.ProviderLimits["p00"] != (Counter{Limit: 10, Remaining: 9, Reset: 6}) {
+		t.Errorf("provider_limits = %d entries, p00 %+v", len(u1.ProviderLimits), u1.ProviderLimits["p00"])
 	}
-	if _, ok := u1.RateLimits["free"]; ok {
+	if _, ok := u1.ProviderLimits["free"]; ok {
 		t.Error("an unlimited provider listed")
+	}
+	// The caller's view (advisory on): its own rpm counter on each of at
+	// most 32 providers.
+	if len(u1.RateLimits) != MaxUsageProviders || u1.RateLimits["free"] != u1.Limits["rpm"] || u1.RateLimits["p00"] != (Counter{Limit: 5, Remaining: 4, Reset: 12}) {
+		t.Errorf("rate_limits = %d entries, free %+v p00 %+v", len(u1.RateLimits), u1.RateLimits["free"], u1.RateLimits["p00"])
+	}
+	// Advisory off and not an operator: neither map.
+	if u, _ := e.c.Usage(ctx, id, UsageOptions{}); u.RateLimits != nil || u.ProviderLimits != nil {
+		t.Errorf("plain view carries %v %v", u.RateLimits, u.ProviderLimits)
 	}
 	if u1.Limits["rpm"].Remaining != 4 || u1.Limits["daily_requests"] != (Counter{Limit: 100, Remaining: 99, Reset: 86400}) ||
 		u1.RequestsToday != 1 || u1.TokensToday != 30 || u1.Limits["tpm"].Remaining != 9000-30 {

@@ -47,9 +47,17 @@ type UsageView struct {
 	// Tenant is the caller's tenant ("" for the anonymous token or no
 	// auth).
 	Tenant string `json:"tenant,omitempty"`
-	// RateLimits maps at most 32 providers with a limit to their bucket
-	// (RPM, else TPM).
-	RateLimits map[string]Counter `json:"rate_limits"`
+	// RateLimits, present only with advisory headers on (MultiLLM's
+	// contract), maps at most 32 providers (for a tenant, who never sees
+	// provider names: the models it may call) to the caller's own counter
+	// that governs its requests there: the counter the advisory headers
+	// would show (its rpm, else tpm, else daily_requests); empty when the
+	// caller has no limit.
+	RateLimits map[string]Counter `json:"rate_limits,omitzero"`
+	// ProviderLimits is the operator's view (admin keys, auth.token, or
+	// no auth): at most 32 providers with a limit of their own, mapped to
+	// their fleet-wide bucket (RPM, else TPM).
+	ProviderLimits map[string]Counter `json:"provider_limits,omitempty"`
 	// Limits are the caller's own counters: rpm, tpm, daily_requests.
 	Limits map[string]Counter `json:"limits,omitempty"`
 	// RequestsToday and TokensToday cover the rolling 24 h; tokens are
@@ -72,23 +80,39 @@ func usd(nano int64) *json.Number {
 	return &n
 }
 
+// UsageOptions choose the optional parts of a usage view.
+type UsageOptions struct {
+	// Advisory adds rate_limits (advisory headers are on).
+	Advisory bool
+	// ByModel keys rate_limits by the models the caller may call instead
+	// of by provider: a tenant never learns provider names.
+	ByModel bool
+	// Providers adds provider_limits (the caller is an operator).
+	Providers bool
+}
+
 // Usage reads where the caller stands. It never reserves or debits.
-func (c *Controller) Usage(ctx context.Context, id *tenant.Identity) (*UsageView, error) {
+func (c *Controller) Usage(ctx context.Context, id *tenant.Identity, o UsageOptions) (*UsageView, error) {
 	s := c.snap.Load()
 	now := c.clk.Now()
-	v := &UsageView{Object: "usage", Tenant: tenantOf(id), RateLimits: map[string]Counter{}}
+	v := &UsageView{Object: "usage", Tenant: tenantOf(id)}
+	if o.Advisory {
+		v.RateLimits = map[string]Counter{}
+	}
 	if s == nil {
 		return v, nil
 	}
-	// Provider buckets, by name, at most 32.
-	names := make([]string, 0, len(s.providers))
-	for n, p := range s.providers {
-		if p.rates.rpm.Limited() || p.rates.tpm.Limited() {
-			names = append(names, n)
+	// Provider buckets, by name, at most 32: operators only.
+	var names []string
+	if o.Providers {
+		for n, p := range s.providers {
+			if p.rates.rpm.Limited() || p.rates.tpm.Limited() {
+				names = append(names, n)
+			}
 		}
+		slices.Sort(names)
+		names = names[:min(len(names), MaxUsageProviders)]
 	}
-	slices.Sort(names)
-	names = names[:min(len(names), MaxUsageProviders)]
 	var ds []limit.Debit
 	for _, n := range names {
 		p := s.providers[n]
@@ -117,8 +141,11 @@ func (c *Controller) Usage(ctx context.Context, id *tenant.Identity) (*UsageView
 	if err != nil {
 		return nil, err
 	}
+	if len(names) > 0 {
+		v.ProviderLimits = make(map[string]Counter, len(names))
+	}
 	for i, n := range names {
-		v.RateLimits[n] = counterOf(snaps[i])
+		v.ProviderLimits[n] = counterOf(snaps[i])
 	}
 	if len(own) > 0 {
 		v.Limits = map[string]Counter{}
@@ -154,7 +181,44 @@ func (c *Controller) Usage(ctx context.Context, id *tenant.Identity) (*UsageView
 		sv.BudgetNano, sv.RemainingNano, sv.BudgetUSD, sv.RemainingUSD = &b, &rem, usd(b), usd(rem)
 	}
 	v.Spend = sv
+	if o.Advisory {
+		v.RateLimits = ownPerRoute(s, v.Limits, o.ByModel)
+	}
 	return v, nil
+}
+
+// ownPerRoute maps at most 32 providers (by name; or, byModel, the
+// models) to the caller's own counter that governs its requests on each:
+// rpm, else tpm, else daily_requests, as the advisory headers select it.
+// Switchboard's tenant counters span providers, so every entry shows the
+// same counter.
+func ownPerRoute(s *snapshot, own map[string]Counter, byModel bool) map[string]Counter {
+	out := map[string]Counter{}
+	var sel *Counter
+	for _, k := range []string{"rpm", "tpm", "daily_requests"} {
+		if c, ok := own[k]; ok && c.Limit > 0 {
+			sel = &c
+			break
+		}
+	}
+	if sel == nil {
+		return out
+	}
+	names := make([]string, 0, len(s.providers))
+	if byModel {
+		for _, m := range s.cfg.Models {
+			names = append(names, m.Name)
+		}
+	} else {
+		for n := range s.providers {
+			names = append(names, n)
+		}
+	}
+	slices.Sort(names)
+	for _, n := range names[:min(len(names), MaxUsageProviders)] {
+		out[n] = *sel
+	}
+	return out
 }
 
 // Tenants lists the configured tenants (one identity each, sorted by

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"net/http"
 
+	"switchboard/internal/admit"
 	"switchboard/internal/route"
 	"switchboard/internal/spend"
 	"switchboard/internal/tenant"
@@ -87,7 +88,7 @@ func (s *Server) handleDashboardData(w http.ResponseWriter, r *http.Request) {
 			models = append(models, dashModel{Name: rt.Model.Name, Providers: []dashProvider{}})
 		}
 		out := map[string]any{"timestamp": now, "role": "tenant", "models": models}
-		if u, err := s.Admission.Usage(r.Context(), id); err == nil {
+		if u, err := s.Admission.Usage(r.Context(), id, admit.UsageOptions{Advisory: snap.advisory, ByModel: true}); err == nil {
 			out["usage"] = u
 		}
 		writeJSON(w, http.StatusOK, out)
@@ -123,7 +124,7 @@ func (s *Server) tenantSpend(ctx context.Context) []dashTenant {
 		if len(out) == maxDashTenants {
 			break
 		}
-		u, err := s.Admission.Usage(ctx, id)
+		u, err := s.Admission.Usage(ctx, id, admit.UsageOptions{})
 		if err != nil || u.Spend == nil {
 			continue
 		}

@@ -215,3 +215,45 @@ limits: {advisory_headers: true, advisory_prefix: X-MultiLLM-RateLimit, window: 
 		})
 	}
 }
+
+// TestUsageRateLimits: GET /v1/usage carries rate_limits only with
+// advisory headers on, and then it describes the caller's own counter;
+// the provider-wide buckets are shown only to an operator (an admin key)
+// as provider_limits.
+func TestUsageRateLimits(t *testing.T) {
+	base := strings.Replace(mockYAML("m", "a"), "    mock: {tokens: 5}\n", "    mock: {tokens: 5}\n    rpm: 50\n", 1) + `auth:
+  keys:
+    sk-two: {tenant: acme, rpm: 2}
+    sk-admin: {tenant: ops, role: admin}
+`
+	for _, advisory := range []bool{false, true} {
+		yaml := base
+		if advisory {
+			yaml += "limits: {advisory_headers: true}\n"
+		}
+		g := startGateway(t, yaml)
+		if a := g.post("/v1/chat/completions", chatBody, "x-api-key", "sk-two"); a.Status != 200 {
+			t.Fatalf("%d %s", a.Status, a.Body)
+		}
+		u := g.get("/v1/usage", "x-api-key", "sk-two")
+		if u.Status != 200 || gjson.Get(u.Body, "rate_limits").Exists() != advisory || gjson.Get(u.Body, "provider_limits").Exists() {
+			t.Fatalf("advisory %v, tenant: %s", advisory, u.Body)
+		}
+		if advisory {
+			if gjson.Get(u.Body, "rate_limits.a").Exists() {
+				t.Fatalf("a tenant saw a provider name: %s", u.Body)
+			}
+			own := gjson.Get(u.Body, "rate_limits.m")
+			if own.Get("limit").Int() != 2 || own.Get("remaining").Int() != 1 {
+				t.Fatalf("rate_limits should be the caller's rpm 2 counter: %s", u.Body)
+			}
+		}
+		ad := g.get("/v1/usage", "x-api-key", "sk-admin")
+		if advisory && !gjson.Get(ad.Body, "rate_limits").Exists() {
+			t.Fatalf("admin rate_limits: %s", ad.Body)
+		}
+		if ad.Status != 200 || gjson.Get(ad.Body, "provider_limits.a.limit").Int() != 50 || gjson.Get(ad.Body, "provider_limits.a.remaining").Int() != 49 {
+			t.Fatalf("admin view: %s", ad.Body)
+		}
+	}
+}
