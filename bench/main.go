@@ -9,6 +9,7 @@
 //	bench loadgen                         the load generator (jobs on stdin)
 //	bench report [--md] latest.json       re-render a saved run
 //	bench compare a.json b.json ...       medians of the targets over runs
+//	bench soak --gateway PATH [--duration 10m]   long mixed load with faults: leaks?
 //
 // Every part runs in its own process so that each one's CPU time and RSS
 // can be read from /proc. ./scripts/bench builds everything and runs it;
@@ -47,8 +48,10 @@ func dispatch(args []string) int {
 		return reportMain(args)
 	case "compare":
 		return compareMain(args)
+	case "soak":
+		return soakMain(args)
 	}
-	fmt.Fprintf(os.Stderr, "bench: unknown command %q (run, upstream, baseline, loadgen, report, compare)\n", cmd)
+	fmt.Fprintf(os.Stderr, "bench: unknown command %q (run, upstream, baseline, loadgen, report, compare, soak)\n", cmd)
 	return 2
 }
 
