@@ -44,3 +44,74 @@ auth:
 		t.Fatalf("warned without budgets:\n%s", out.String())
 	}
 }
+
+// TestCLIHelpVersionAndCheck runs the CLI as a user would.
+func TestCLIHelpVersionAndCheck(t *testing.T) {
+	dir := t.TempDir()
+	good := filepath.Join(dir, "good.yaml")
+	os.WriteFile(good, []byte("providers:\n  a: {type: mock}\nmodels:\n  - name: m\n    providers: [{provider: a}]\n"), 0o644)
+	bad := filepath.Join(dir, "bad.yaml")
+	os.WriteFile(bad, []byte("providers:\n  a:\n    type: mock\n   base_url: x\nmodels: []\n"), 0o644)
+	unset := filepath.Join(dir, "unset.yaml")
+	os.WriteFile(unset, []byte("providers:\n  a:\n    base_url: http://x/v1\n    api_key: ${SB_TEST_UNSET_A}\n  b:\n    base_url: http://x/v1\n    api_key: ${SB_TEST_UNSET_B}\nmodels:\n  - name: m\n    providers: [{provider: a}, {provider: b}]\n"), 0o644)
+
+	tests := []struct {
+		name   string
+		args   []string
+		code   int
+		stdout []string
+		stderr []string
+	}{
+		{"--help lists every command", []string{"--help"}, 0, []string{"switchboard check [--config FILE] CONFIG...", "switchboard prices", "switchboard healthcheck", "switchboard version", "examples/demo.yaml"}, nil},
+		{"-h", []string{"-h"}, 0, []string{"usage:"}, nil},
+		{"help", []string{"help"}, 0, []string{"usage:", "run the gateway"}, nil},
+		{"--version", []string{"--version"}, 0, []string{"switchboard ", "revision ", "go1."}, nil},
+		{"version", []string{"version"}, 0, []string{"switchboard ", "revision "}, nil},
+		{"check --help matches --help", []string{"check", "--help"}, 0, []string{"usage: switchboard check [--config FILE] CONFIG...", "-config"}, nil},
+		{"check two files", []string{"check", good, bad}, 1, []string{"good.yaml: ok"},
+			[]string{"bad.yaml:4: did not find expected key"}},
+		{"unset variables: one line of advice", []string{"check", unset}, 1, nil,
+			[]string{"unset.yaml:4: providers.a.api_key: environment variable SB_TEST_UNSET_A is not set",
+				"2 environment variable(s) unset (SB_TEST_UNSET_A, SB_TEST_UNSET_B): export them", "${SB_TEST_UNSET_A:-default}"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var out, errb bytes.Buffer
+			if code := run(tc.args, &out, &errb); code != tc.code {
+				t.Fatalf("exit %d, want %d; stdout %s; stderr %s", code, tc.code, out.String(), errb.String())
+			}
+			for _, s := range tc.stdout {
+				if !strings.Contains(out.String(), s) {
+					t.Errorf("stdout lacks %q:\n%s", s, out.String())
+				}
+			}
+			for _, s := range tc.stderr {
+				if !strings.Contains(errb.String(), s) {
+					t.Errorf("stderr lacks %q:\n%s", s, errb.String())
+				}
+			}
+		})
+	}
+	// The hint is one line, after the per-field lines.
+	var out, errb bytes.Buffer
+	run([]string{"check", unset}, &out, &errb)
+	if n := strings.Count(errb.String(), "export them"); n != 1 {
+		t.Errorf("advice printed %d times:\n%s", n, errb.String())
+	}
+}
+
+// TestBareSwitchboardWithoutConfig: with no config file, the gateway says
+// which file it looked for and how to start the demo.
+func TestBareSwitchboardWithoutConfig(t *testing.T) {
+	t.Chdir(t.TempDir())
+	t.Setenv("CONFIG_FILE", "")
+	var out, errb bytes.Buffer
+	if code := run(nil, &out, &errb); code != 1 {
+		t.Fatalf("exit %d", code)
+	}
+	for _, s := range []string{"no config file at config/config.yaml (the default", "CONFIG_FILE", "switchboard --config examples/demo.yaml"} {
+		if !strings.Contains(errb.String(), s) {
+			t.Errorf("stderr lacks %q:\n%s", s, errb.String())
+		}
+	}
+}

@@ -1,9 +1,7 @@
-// Command switchboard is an OpenAI-compatible LLM gateway.
-//
-//	switchboard [serve] [--config FILE] [--listen ADDR]   run the gateway (default)
-//	switchboard check CONFIG                              validate a config, print every problem
-//	switchboard version                                   print the version
-//	switchboard healthcheck [--url URL]                   exit 0 when the gateway's /health answers 200
+// Command switchboard is an OpenAI-compatible LLM gateway. Its
+// subcommands (serve, the default; check; prices; queue; healthcheck;
+// version; help) are listed with one line each by `switchboard --help`
+// (see cli.go).
 //
 // Environment: CONFIG_FILE (default config/config.yaml), PORT (4567), BIND
 // or PUMA_BIND (0.0.0.0), STATE_DIR (data/), SWITCHBOARD_ENV or RACK_ENV
@@ -50,10 +48,17 @@ func run(args []string, stdout, stderr io.Writer) int {
 	cmd := "serve"
 	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
 		cmd, args = args[0], args[1:]
+	} else if len(args) > 0 {
+		switch args[0] {
+		case "-h", "-help", "--help":
+			cmd = "help"
+		case "-version", "--version":
+			cmd = "version"
+		}
 	}
 	switch cmd {
 	case "serve":
-		return serve(args, stderr)
+		return serve(args, stdout, stderr)
 	case "check":
 		return check(args, stdout, stderr)
 	case "prices":
@@ -61,25 +66,17 @@ func run(args []string, stdout, stderr io.Writer) int {
 	case "queue":
 		return queueCmd(args, stdout, stderr)
 	case "version":
-		fmt.Fprintln(stdout, "switchboard", version, revision)
+		fmt.Fprintln(stdout, versionString())
 		return 0
 	case "healthcheck":
 		return healthcheck(args, stdout, stderr)
 	case "help":
-		fmt.Fprintln(stdout, usage)
+		fmt.Fprintln(stdout, usageText())
 		return 0
 	}
-	fmt.Fprintf(stderr, "unknown command %q\n%s\n", cmd, usage)
+	fmt.Fprintf(stderr, "unknown command %q\n\n%s\n", cmd, usageText())
 	return 2
 }
-
-const usage = `usage:
-  switchboard [serve] [--config FILE] [--listen ADDR]
-  switchboard check CONFIG
-  switchboard prices [--config FILE]   the effective pricing table (catalog + config overrides)
-  switchboard healthcheck [--url URL]  exit 0 when /health answers 200 (the image's HEALTHCHECK)
-  switchboard queue stats | dlq list|show ID|retry ID|drop ID [--config FILE]   the shared job queue (queue.mode: redis)
-  switchboard version`
 
 func envOr(k, def string) string {
 	if v := os.Getenv(k); v != "" {
@@ -88,40 +85,45 @@ func envOr(k, def string) string {
 	return def
 }
 
+// check validates each config file named (or --config, or CONFIG_FILE,
+// or the default), printing every problem; it exits 1 when any file fails.
 func check(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("check", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	path := fs.String("config", "", "config file")
+	fs := flagSet("check", stdout, stderr)
+	path := fs.String("config", "", "config file (or name the files as arguments)")
 	if err := fs.Parse(args); err != nil {
-		return 2
+		return parseExit(err)
 	}
-	if *path == "" && fs.NArg() > 0 {
-		*path = fs.Arg(0)
+	paths := fs.Args()
+	if *path != "" {
+		paths = append([]string{*path}, paths...)
 	}
-	if *path == "" {
-		*path = envOr("CONFIG_FILE", "config/config.yaml")
+	if len(paths) == 0 {
+		paths = []string{envOr("CONFIG_FILE", "config/config.yaml")}
 	}
-	cfg, err := config.Load(*path)
-	if err != nil {
-		fmt.Fprintln(stderr, err)
-		return 1
+	code := 0
+	for _, p := range paths {
+		cfg, err := config.Load(p)
+		if err != nil {
+			fmt.Fprintln(stderr, err)
+			code = 1
+			continue
+		}
+		for _, w := range cfg.Warnings {
+			fmt.Fprintln(stdout, "warning:", w)
+		}
+		for _, w := range admit.BudgetWarnings(cfg) {
+			fmt.Fprintln(stdout, "warning:", w)
+		}
+		fmt.Fprintf(stdout, "%s: ok (%d providers, %d models)\n", p, len(cfg.Providers), len(cfg.Models))
 	}
-	for _, w := range cfg.Warnings {
-		fmt.Fprintln(stdout, "warning:", w)
-	}
-	for _, w := range admit.BudgetWarnings(cfg) {
-		fmt.Fprintln(stdout, "warning:", w)
-	}
-	fmt.Fprintf(stdout, "%s: ok (%d providers, %d models)\n", *path, len(cfg.Providers), len(cfg.Models))
-	return 0
+	return code
 }
 
 func prices(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("prices", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := flagSet("prices", stdout, stderr)
 	path := fs.String("config", "", "config file whose pricing: overrides apply (optional)")
 	if err := fs.Parse(args); err != nil {
-		return 2
+		return parseExit(err)
 	}
 	if *path == "" && fs.NArg() > 0 {
 		*path = fs.Arg(0)
@@ -142,9 +144,8 @@ func prices(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-func serve(args []string, stderr io.Writer) int {
-	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+func serve(args []string, stdout, stderr io.Writer) int {
+	fs := flagSet("serve", stdout, stderr)
 	path := fs.String("config", envOr("CONFIG_FILE", "config/config.yaml"), "config file (env CONFIG_FILE)")
 	boot := slog.New(server.LogHandler{Handler: slog.NewTextHandler(stderr, nil)})
 	defListen, err := listenDefault(os.Getenv)
@@ -156,10 +157,16 @@ func serve(args []string, stderr io.Writer) int {
 	roleName := fs.String("role", os.Getenv("SWITCHBOARD_ROLE"), "with queue.mode: redis, ingress, worker or all (default; env SWITCHBOARD_ROLE)")
 	pprofAddr := fs.String("pprof", os.Getenv("SWITCHBOARD_PPROF"), "serve net/http/pprof on this address, e.g. 127.0.0.1:6060 (off by default; env SWITCHBOARD_PPROF)")
 	if err := fs.Parse(args); err != nil {
-		return 2
+		return parseExit(err)
 	}
 	cfg, err := config.Load(*path)
 	if err != nil {
+		explicit := os.Getenv("CONFIG_FILE") != ""
+		fs.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "config" })
+		if msg := missingConfig(*path, explicit, err); msg != "" {
+			fmt.Fprintln(stderr, msg)
+			return 1
+		}
 		boot.Error("cannot load config", "path", *path, "error", err.Error())
 		return 1
 	}

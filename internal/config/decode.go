@@ -1,6 +1,7 @@
 package config
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"reflect"
@@ -145,6 +146,10 @@ func (l *loader) expand(n *yaml.Node, path string) bool {
 	if err != nil {
 		l.expanded[n] = false
 		l.decodeErr(n.Line, path, "%s", err.Error())
+		var uv *unsetVars
+		if errors.As(err, &uv) && len(l.errs) > 0 {
+			l.errs[len(l.errs)-1].unset = uv.names
+		}
 		return false
 	}
 	l.expanded[n] = true

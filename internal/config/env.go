@@ -59,14 +59,28 @@ func expandEnv(s string, getenv func(string) (string, bool)) (string, error) {
 		b.WriteString(val)
 		i += 2 + end + 1
 	}
-	switch len(missing) {
-	case 0:
-		return b.String(), nil
-	case 1:
-		return "", fmt.Errorf("environment variable %s is not set (use ${%s:-default} to give a fallback)", missing[0], missing[0])
-	default:
-		return "", fmt.Errorf("environment variables %s are not set", strings.Join(missing, ", "))
+	if len(missing) > 0 {
+		return "", &unsetVars{names: missing}
 	}
+	return b.String(), nil
+}
+
+// unsetVars is a value referring to environment variables that are not
+// set. Each is one problem at its line; Errors adds, once, how to fix them.
+type unsetVars struct{ names []string }
+
+func (u *unsetVars) Error() string {
+	if len(u.names) == 1 {
+		return "environment variable " + u.names[0] + " is not set"
+	}
+	return "environment variables " + strings.Join(u.names, ", ") + " are not set"
+}
+
+// unsetHint is the one line that explains every unset variable of a file.
+func unsetHint(names []string) string {
+	return fmt.Sprintf("%d environment variable(s) unset (%s): export them before starting "+
+		"(e.g. export %s=...), or give a default in the config as ${%s:-default}",
+		len(names), strings.Join(names, ", "), names[0], names[0])
 }
 
 func validEnvName(s string) bool {

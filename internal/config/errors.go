@@ -12,6 +12,9 @@ type FieldError struct {
 	Line  int
 	Field string // e.g. "retries.max_attempts", "models[1].providers[0].provider"; "" for file-level problems
 	Msg   string
+	// unset names the environment variables an unset-variable problem
+	// refers to, for the one hint line of Errors.
+	unset []string
 }
 
 // Error formats the problem as "file:line: field: message".
@@ -39,11 +42,23 @@ func (e *FieldError) Error() string {
 // error per restart.
 type Errors []*FieldError
 
-// Error prints one problem per line.
+// Error prints one problem per line; when some are unset environment
+// variables, one last line says how to set them.
 func (es Errors) Error() string {
-	lines := make([]string, len(es))
-	for i, e := range es {
-		lines[i] = e.Error()
+	lines := make([]string, 0, len(es)+1)
+	var unset []string
+	seen := map[string]bool{}
+	for _, e := range es {
+		lines = append(lines, e.Error())
+		for _, n := range e.unset {
+			if !seen[n] {
+				seen[n] = true
+				unset = append(unset, n)
+			}
+		}
+	}
+	if len(unset) > 0 {
+		lines = append(lines, unsetHint(unset))
 	}
 	return strings.Join(lines, "\n")
 }

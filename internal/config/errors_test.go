@@ -253,7 +253,14 @@ timeouts:
 				t.Fatalf("err is %T, want *Errors: %v", err, err)
 			}
 			lines := strings.Split(err.Error(), "\n")
-			if len(lines) != len(*es) {
+			hint := 0 // one closing line explains unset variables
+			if strings.Contains(err.Error(), "is not set") {
+				hint = 1
+				if last := lines[len(lines)-1]; !strings.Contains(last, "${") || !strings.Contains(last, "export") {
+					t.Errorf("no one-line hint for unset variables: %q", last)
+				}
+			}
+			if len(lines) != len(*es)+hint {
 				t.Errorf("Error() has %d lines for %d errors", len(lines), len(*es))
 			}
 			if len(*es) != len(tt.want) {

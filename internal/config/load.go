@@ -80,14 +80,14 @@ func (l *loader) document(data []byte) (root *yaml.Node, ok bool) {
 		if errors.Is(err, io.EOF) {
 			return nil, true
 		}
-		l.syntaxErr(err)
+		l.syntaxErr(err, data)
 		return nil, false
 	}
 	var extra yaml.Node
 	switch err := dec.Decode(&extra); {
 	case errors.Is(err, io.EOF):
 	case err != nil:
-		l.syntaxErr(err)
+		l.syntaxErr(err, nil)
 		return nil, false
 	default:
 		l.errs = append(l.errs, &FieldError{File: l.file, Line: extra.Line, Msg: "only one YAML document is allowed"})
@@ -99,12 +99,46 @@ func (l *loader) document(data []byte) (root *yaml.Node, ok bool) {
 	return doc.Content[0], true
 }
 
-func (l *loader) syntaxErr(err error) {
+func (l *loader) syntaxErr(err error, data []byte) {
 	msg, line := err.Error(), 0
 	if m := yamlLine.FindStringSubmatch(msg); m != nil {
 		line, _ = strconv.Atoi(m[1])
 		msg = m[2]
+		line = badLine(data, line, msg)
+		if msg == "did not find expected key" {
+			msg += " (check this line's indentation against the keys above it)"
+		}
 	}
 	msg = strings.TrimPrefix(msg, "yaml: ")
 	l.errs = append(l.errs, &FieldError{File: l.file, Line: line, Msg: msg})
+}
+
+// maxBadLineSearch bounds the lines badLine re-parses (it is quadratic).
+const maxBadLineSearch = 5000
+
+// badLine finds the line a syntax error is really on. yaml.v3 reports some
+// errors (a mis-indented key: "did not find expected key") at the line
+// where the enclosing block began, which can be far above the mistake. The
+// first prefix of the document, from the reported line on, that fails with
+// the same message ends at the line to blame; reported is kept when none
+// does (or the file is too long to search).
+func badLine(data []byte, reported int, msg string) int {
+	if len(data) == 0 || reported < 1 {
+		return reported
+	}
+	lines := bytes.SplitAfter(data, []byte("\n"))
+	if len(lines) > maxBadLineSearch {
+		return reported
+	}
+	for n := reported; n <= len(lines); n++ {
+		var v yaml.Node
+		err := yaml.Unmarshal(bytes.Join(lines[:n], nil), &v)
+		if err == nil {
+			continue
+		}
+		if m := yamlLine.FindStringSubmatch(err.Error()); m != nil && m[2] == msg {
+			return n
+		}
+	}
+	return reported
 }
