@@ -33,8 +33,15 @@ models:
     apikey: k
 models: [{name: m, providers: [{provider: p}]}]
 `, []want{
-			{"t.yaml:2: providers.p.api_key", "required"},
 			{"t.yaml:4: providers.p.apikey", "unknown field"},
+		}},
+		{"hosted types need a key", `providers:
+  p:
+    type: anthropic
+    base_url: "https://p.example"
+models: [{name: m, providers: [{provider: p}]}]
+`, []want{
+			{"t.yaml:2: providers.p.api_key", "required for type anthropic"},
 		}},
 		{"wrong type int", minimal + "retries:\n  max_attempts: three\n",
 			[]want{{"t.yaml:8: retries.max_attempts", `want an integer, got "three"`}}},

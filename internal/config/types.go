@@ -60,8 +60,9 @@ type Provider struct {
 	// BaseURL is the API root, e.g. https://api.openai.com/v1. Required
 	// (http or https) except for type mock.
 	BaseURL string `yaml:"base_url"`
-	// APIKey is sent upstream; required unless APIKeys is non-empty or the
-	// type is mock.
+	// APIKey is sent upstream. Optional for type openai (a keyless local
+	// server such as vLLM or Ollama: no Authorization header is sent);
+	// required for anthropic and gemini unless APIKeys is non-empty.
 	APIKey string `yaml:"api_key"`
 	// APIKeys are rotated in order, one per request.
 	APIKeys []string `yaml:"api_keys"`

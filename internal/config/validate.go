@@ -209,8 +209,11 @@ func (l *loader) validateProvider(name string, p *Provider) {
 	case !mock:
 		l.errAt(base+".base_url", "required")
 	}
-	if !mock && p.APIKey == "" && len(p.APIKeys) == 0 {
-		l.errAt(base+".api_key", "required (or a non-empty api_keys list)")
+	// An OpenAI-compatible server on one's own machine (vLLM, Ollama,
+	// SGLang) often takes no key: then no Authorization header is sent.
+	// The hosted Anthropic and Gemini APIs always need one.
+	if (p.Type == TypeAnthropic || p.Type == TypeGemini) && p.APIKey == "" && len(p.APIKeys) == 0 {
+		l.errAt(base+".api_key", "required for type %s (or a non-empty api_keys list)", p.Type)
 	}
 	for i, k := range p.APIKeys {
 		if strings.TrimSpace(k) == "" {
