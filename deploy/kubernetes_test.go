@@ -98,6 +98,8 @@ type probe struct {
 		Path string
 		Port any
 	} `yaml:"httpGet"`
+	PeriodSeconds    int `yaml:"periodSeconds"`
+	FailureThreshold int `yaml:"failureThreshold"`
 }
 
 func readManifests(t *testing.T) (files []string, objs map[string]k8sObject) {
@@ -279,7 +281,19 @@ func TestKubernetesManifests(t *testing.T) {
 		Timeouts map[string]any
 	}
 	yaml.Unmarshal([]byte(cfgText), &raw)
-	need := c.Lifecycle.PreStop.Sleep.Seconds + seconds(t, raw.Timeouts["shutdown_delay"], 0) + seconds(t, raw.Timeouts["shutdown"], 30)
+	delay := seconds(t, raw.Timeouts["shutdown_delay"], 0)
+	// Kubernetes defaults: period 10 s, failure threshold 3.
+	period, fails := c.ReadinessProbe.PeriodSeconds, c.ReadinessProbe.FailureThreshold
+	if period == 0 {
+		period = 10
+	}
+	if fails == 0 {
+		fails = 3
+	}
+	if delay <= period*fails {
+		t.Errorf("timeouts.shutdown_delay %d s: want it above the readiness probe's %d s x %d, so the pod is seen not ready before it stops serving", delay, period, fails)
+	}
+	need := c.Lifecycle.PreStop.Sleep.Seconds + delay + seconds(t, raw.Timeouts["shutdown"], 30)
 	if pod.TerminationGracePeriodSeconds < need {
 		t.Errorf("terminationGracePeriodSeconds %d < preStop + shutdown_delay + shutdown = %d", pod.TerminationGracePeriodSeconds, need)
 	}
