@@ -35,6 +35,11 @@ type Target struct {
 	FamilyCeiling int64
 	// NoOutput is set for endpoints that generate no tokens (embeddings).
 	NoOutput bool
+	// FallbackCeiling is the largest output ceiling of the models an
+	// OpenRouter models list may route to (one million tokens for one the
+	// catalog does not know); it widens the default when the request sets
+	// no limit. 0 = no such list.
+	FallbackCeiling int64
 }
 
 // Estimate is the conservative token count of one request for TPM
@@ -95,7 +100,23 @@ type Limits struct {
 	// something other than an unsigned integer or null: the estimate is
 	// then the maximum.
 	OutputMaxed, CandidatesMaxed bool
+	// Reasoning is the largest native reasoning budget the body states:
+	// Anthropic's thinking.budget_tokens, Gemini's
+	// generationConfig.thinkingConfig.thinkingBudget, or OpenAI's
+	// reasoning_effort as Gemini maps it (low 1024, medium 8192, high
+	// 24576 tokens). Reasoning is billed as output, so it counts in the
+	// output allowance (see Allowance).
+	Reasoning int64
 }
+
+// effortBudget is reasoning_effort in tokens, as Gemini's OpenAI
+// compatibility maps it (the largest of the mappings Switchboard knows).
+var effortBudget = map[string]int64{"low": 1024, "medium": 8192, "high": 24576, "xhigh": 32768}
+
+// Allowance is an output limit widened to the reasoning budget: a request
+// may think for its whole budget even when its visible output is capped
+// lower.
+func (l Limits) Allowance(lim int64) int64 { return max(lim, l.Reasoning) }
 
 // Maxed reports whether any recognized field forces the maximum estimate.
 func (l Limits) Maxed() bool { return l.OutputMaxed || l.CandidatesMaxed }
@@ -121,9 +142,23 @@ func ReadLimits(body []byte) Limits {
 		switch {
 		case candidateKeys[key]:
 			cand(v)
+		case key == "thinking":
+			if b, ok := UnsignedInt(v.Get("budget_tokens")); ok {
+				l.Reasoning = max(l.Reasoning, b)
+			}
+		case key == "reasoning_effort":
+			l.Reasoning = max(l.Reasoning, effortBudget[v.String()])
+		case key == "reasoning":
+			l.Reasoning = max(l.Reasoning, effortBudget[v.Get("effort").String()])
 		case key == "generationConfig" || key == "generation_config":
 			v.ForEach(func(gk, gv gjson.Result) bool {
 				switch n := gk.String(); {
+				case n == "thinkingConfig" || n == "thinking_config":
+					for _, f := range []string{"thinkingBudget", "thinking_budget"} {
+						if b, ok := UnsignedInt(gv.Get(f)); ok {
+							l.Reasoning = max(l.Reasoning, b)
+						}
+					}
 				case genCandKeys[n]:
 					cand(gv)
 				case n == genOutputKeys[0] || n == genOutputKeys[1]:
@@ -236,6 +271,10 @@ func EstimateTokens(body []byte, t Target) Estimate {
 	default:
 		lim = SelfHostedDefaultOutput
 	}
+	if !ok {
+		lim = max(lim, t.FallbackCeiling)
+	}
+	lim = l.Allowance(lim)
 	e.Output, e.Candidates = lim, n
 	e.Total = satAdd(e.Input, satMul(lim, n))
 	if e.Total > MaxEstimate {

@@ -82,3 +82,28 @@ func TestSlidingBounded(t *testing.T) {
 		t.Fatalf("%d entries, used %d", len(s.entries), s.used)
 	}
 }
+
+// TestEstimateReasoningAndFallbacks: native reasoning budgets widen the
+// output allowance, and an OpenRouter models list without a limit takes
+// the largest listed ceiling.
+func TestEstimateReasoningAndFallbacks(t *testing.T) {
+	tests := []struct {
+		name   string
+		body   string
+		target Target
+		output int64
+	}{
+		{"anthropic budget_tokens under max_tokens", `{"max_tokens":8192,"thinking":{"type":"enabled","budget_tokens":4096}}`, Target{Type: "anthropic"}, 8192},
+		{"gemini thinkingBudget over maxOutputTokens", `{"generationConfig":{"maxOutputTokens":100,"thinkingConfig":{"thinkingBudget":24576}}}`, Target{Type: "gemini"}, 24576},
+		{"reasoning_effort medium", `{"max_completion_tokens":500,"reasoning_effort":"medium"}`, Target{Type: "openai"}, 8192},
+		{"responses reasoning.effort", `{"max_output_tokens":500,"reasoning":{"effort":"low"}}`, Target{Type: "openai"}, 1024},
+		{"no budget", `{"max_tokens":300}`, Target{Type: "openai"}, 300},
+		{"models list without a limit", `{"models":["x","y"]}`, Target{Type: "openai", Known: true, ModelCeiling: 4096, FallbackCeiling: 1_000_000}, 1_000_000},
+		{"models list with a limit", `{"models":["x","y"],"max_tokens":50}`, Target{Type: "openai", FallbackCeiling: 1_000_000}, 50},
+	}
+	for _, tt := range tests {
+		if e := EstimateTokens([]byte(tt.body), tt.target); e.Output != tt.output {
+			t.Errorf("%s: output %d, want %d", tt.name, e.Output, tt.output)
+		}
+	}
+}

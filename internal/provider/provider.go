@@ -39,6 +39,20 @@ type Request struct {
 	// rotation); KeyIndex is its position in the provider's keys.
 	APIKey   string
 	KeyIndex int
+	// Prepared is what a translating provider made of Body for
+	// NativeBody (its translator), reused by Send so that a request is
+	// translated once; nil until then.
+	Prepared any
+}
+
+// Natively is implemented by providers that translate a request into
+// another protocol. NativeBody returns the body they will send upstream
+// for req and that protocol's endpoint name, so that admission estimates
+// tokens and prices what the provider actually receives; ok is false when
+// the request goes out as it is (or cannot be translated: Send then
+// refuses it). It may set req.Prepared for Send to reuse.
+type Natively interface {
+	NativeBody(req *Request) (endpoint string, body []byte, ok bool)
 }
 
 // Response is a successful (2xx) upstream answer in OpenAI shape. Body is a

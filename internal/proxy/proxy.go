@@ -342,9 +342,17 @@ func (p *Proxy) attempt(ctx context.Context, c *Call, cand *route.Candidate, dea
 	}
 	var pm *admit.Permit
 	if p.Admission != nil {
+		// Estimates and prices come from the body the provider will send:
+		// a translating provider's native one (made once, reused by Send).
+		ep, body := string(req.Endpoint), req.Body
+		if n, ok := cand.Send.(provider.Natively); ok {
+			if nep, nb, ok := n.NativeBody(req); ok {
+				ep, body = nep, nb
+			}
+		}
 		var ref *admit.Refusal
 		pm, ref = p.Admission.Admit(ctx, admit.AttemptInfo{Identity: c.Identity, Provider: cand.Provider,
-			ProviderType: cand.Type, Model: cand.Model, ClientModel: c.ClientModel, Endpoint: string(req.Endpoint), Body: req.Body})
+			ProviderType: cand.Type, Model: cand.Model, ClientModel: c.ClientModel, Endpoint: ep, Body: body})
 		if ref != nil {
 			return nil, &provider.Error{Kind: provider.KindRefused, Status: ref.Status, Msg: ref.Message, Err: ref}
 		}

@@ -83,7 +83,7 @@ func multiCandidate(r Request) bool {
 	case config.TypeAnthropic:
 		return false
 	case config.TypeGemini:
-		return r.Endpoint == "chat/completions"
+		return r.Endpoint == "chat/completions" || r.Endpoint == "generateContent"
 	}
 	return r.Endpoint == "chat/completions" || r.Endpoint == "completions"
 }
@@ -96,6 +96,9 @@ func multiCandidate(r Request) bool {
 // candidates. Everything is priced at the tier the input bound reaches,
 // input at the highest input-side rate that can apply.
 func (c *Catalog) Quote(r Request) Quote {
+	if models, ok := FallbackModels(r.ProviderType, r.Body); ok {
+		return c.quoteFallbacks(r, models)
+	}
 	q := Quote{Candidates: 1}
 	e, ok := c.Lookup(r.Provider, r.Model)
 	if ok {
@@ -151,7 +154,7 @@ func (c *Catalog) Quote(r Request) Quote {
 		default:
 			return unpriced(q, "the request sets no output limit and the output ceiling of %q is unknown", r.Model)
 		}
-		q.OutputBound, q.Candidates = lim, max(n, 1)*prompts(r, &top)
+		q.OutputBound, q.Candidates = l.Allowance(lim), max(n, 1)*prompts(r, &top)
 	}
 
 	rates := e.RatesAt(q.InputBound)

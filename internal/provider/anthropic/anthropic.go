@@ -40,6 +40,20 @@ func (p *Provider) Send(ctx context.Context, req *provider.Request) (*provider.R
 		translate.OpenAIError(http.StatusBadRequest, msg, "", "unsupported_endpoint"))
 }
 
+// NativeBody implements provider.Natively: a chat request becomes a
+// Messages request (a native one is sent as it is).
+func (p *Provider) NativeBody(req *provider.Request) (string, []byte, bool) {
+	if req.Endpoint != provider.Chat {
+		return "", nil, false
+	}
+	t, err := translate.NewOpenAIAnthropic(req.Body)
+	if err != nil {
+		return "", nil, false
+	}
+	req.Prepared = t
+	return string(provider.Messages), t.Body(), true
+}
+
 // post sends body to /messages. A non-2xx answer is returned with its body
 // read, for the caller to reshape.
 func (p *Provider) post(ctx context.Context, req *provider.Request, body []byte) (*http.Response, []byte, error) {
@@ -89,9 +103,12 @@ func (p *Provider) passthrough(ctx context.Context, req *provider.Request) (*pro
 // chat translates an OpenAI chat request, sends it and translates the
 // answer back.
 func (p *Provider) chat(ctx context.Context, req *provider.Request) (*provider.Response, error) {
-	t, err := translate.NewOpenAIAnthropic(req.Body)
-	if err != nil {
-		return nil, refusal(err)
+	t, _ := req.Prepared.(*translate.OpenAIAnthropic)
+	if t == nil {
+		var err error
+		if t, err = translate.NewOpenAIAnthropic(req.Body); err != nil {
+			return nil, refusal(err)
+		}
 	}
 	resp, errBody, err := p.post(ctx, req, t.Body())
 	if err != nil {

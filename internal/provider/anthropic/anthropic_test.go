@@ -445,3 +445,26 @@ func TestStreamErrorAfterMessageStartFailsAttempt(t *testing.T) {
 		t.Errorf("err %#v", err)
 	}
 }
+
+// TestNativeBodyIsWhatIsSent: admission prices the Messages body the
+// provider sends (NativeBody), and Send posts exactly that body, translated
+// once.
+func TestNativeBodyIsWhatIsSent(t *testing.T) {
+	u, p := newUpstream(t, jsonAnswer(200, `{"id":"m","type":"message","role":"assistant","content":[{"type":"text","text":"ok"}],"stop_reason":"end_turn","usage":{"input_tokens":3,"output_tokens":1}}`))
+	req := &provider.Request{Endpoint: provider.Chat, Body: []byte(`{"model":"claude-x","messages":[{"role":"user","content":"hi"}],"max_tokens":9000,"reasoning_effort":"high"}`), Model: "claude-x"}
+	ep, body, ok := p.NativeBody(req)
+	if !ok || ep != "messages" || !strings.Contains(string(body), `"budget_tokens":4096`) || req.Prepared == nil {
+		t.Fatalf("NativeBody = %q %s %v", ep, body, ok)
+	}
+	resp, err := p.Send(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if len(u.bodies) != 1 || u.bodies[0] != string(body) {
+		t.Fatalf("sent %q, priced %q", u.bodies, body)
+	}
+	if _, _, ok := p.NativeBody(&provider.Request{Endpoint: provider.Messages, Body: []byte(`{}`)}); ok {
+		t.Fatal("a native Messages request needs no translation")
+	}
+}

@@ -27,6 +27,23 @@ func New(c *config.Provider, client *http.Client) *Provider {
 	return &Provider{provider.NewUpstream(c, client)}
 }
 
+// NativeEndpoint names Gemini's protocol for pricing and estimates.
+const NativeEndpoint = "generateContent"
+
+// NativeBody implements provider.Natively: a chat request becomes a
+// generateContent request.
+func (p *Provider) NativeBody(req *provider.Request) (string, []byte, bool) {
+	if req.Endpoint != provider.Chat {
+		return "", nil, false
+	}
+	t, err := translate.NewOpenAIGemini(req.Body)
+	if err != nil {
+		return "", nil, false
+	}
+	req.Prepared = t
+	return NativeEndpoint, t.Body(), true
+}
+
 // Send performs one attempt. Only chat completions can be served.
 func (p *Provider) Send(ctx context.Context, req *provider.Request) (*provider.Response, error) {
 	if req.Endpoint != provider.Chat {
@@ -34,7 +51,11 @@ func (p *Provider) Send(ctx context.Context, req *provider.Request) (*provider.R
 		return nil, provider.StatusError(http.StatusBadRequest, nil,
 			translate.OpenAIError(http.StatusBadRequest, msg, "", "unsupported_endpoint"))
 	}
-	t, err := translate.NewOpenAIGemini(req.Body)
+	t, _ := req.Prepared.(*translate.OpenAIGemini)
+	var err error
+	if t == nil {
+		t, err = translate.NewOpenAIGemini(req.Body)
+	}
 	if err != nil {
 		var fe *translate.FieldError
 		if errors.As(err, &fe) {
