@@ -17,7 +17,7 @@ import (
 	"switchboard/internal/store/redistest"
 )
 
-func open(t *testing.T, o Options) (*Queue, *redistest.Server) {
+func open(t testing.TB, o Options) (*Queue, *redistest.Server) {
 	t.Helper()
 	srv := redistest.Start(t)
 	c := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1, PoolSize: 64})

@@ -107,6 +107,7 @@ func (w *Worker) Start(ctx context.Context) {
 	}()
 	slots := make(chan struct{}, max(1, w.Concurrency))
 	start := 0
+	down := false // Redis failing: logged once, and once when it answers again
 	idle := time.NewTicker(200 * time.Millisecond)
 	defer idle.Stop()
 	for ctx.Err() == nil {
@@ -117,6 +118,10 @@ func (w *Worker) Start(ctx context.Context) {
 		}
 		l, err := w.lease(ctx, start)
 		start++
+		if err == nil && down {
+			down = false
+			w.Log.Info("queue: leasing jobs again")
+		}
 		if l == nil {
 			<-slots
 			var sk *Skipped
@@ -124,8 +129,9 @@ func (w *Worker) Start(ctx context.Context) {
 				w.Log.Warn("queue: skipped a waiting job", "job", sk.ID, "why", sk.Why)
 				continue
 			}
-			if err != nil && ctx.Err() == nil {
-				w.Log.Warn("queue: lease failed", "error", err.Error())
+			if err != nil && ctx.Err() == nil && !down {
+				down = true
+				w.Log.Warn("queue: cannot lease jobs; retrying until redis answers", "error", err.Error())
 			}
 			// Nothing to do: wait for new work, or poll (a wake message
 			// can be lost; a full terminal pool frees without one).

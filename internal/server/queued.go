@@ -32,9 +32,15 @@ type Queueing struct {
 	// runs jobs (both for role all).
 	Ingress, Worker bool
 
-	mu     sync.Mutex
-	origin *queue.Origin
+	mu       sync.Mutex
+	origin   *queue.Origin
+	starting bool      // one subscription attempt at a time
+	failed   time.Time // the last attempt's failure
 }
+
+// errOriginPending: another request is (re)starting the subscription, or
+// it failed a moment ago; this one fails fast instead of queueing behind.
+var errOriginPending = errors.New("the queue subscription is not up yet")
 
 // JoinQueue switches the server to distributed execution on q.
 func (s *Server) JoinQueue(q *queue.Queue, ingress, worker bool) {
@@ -99,12 +105,22 @@ func (s *Server) queueDetail(ctx context.Context) map[string]any {
 // down starts serving once Redis answers.
 func (qg *Queueing) originFor(ctx context.Context, s *Server) (*queue.Origin, error) {
 	qg.mu.Lock()
-	defer qg.mu.Unlock()
-	if qg.origin != nil {
-		return qg.origin, nil
+	if o := qg.origin; o != nil {
+		qg.mu.Unlock()
+		return o, nil
 	}
+	if qg.starting || time.Since(qg.failed) < 250*time.Millisecond {
+		qg.mu.Unlock()
+		return nil, errOriginPending
+	}
+	qg.starting = true
+	qg.mu.Unlock()
 	o, err := qg.Q.StartOrigin(ctx, s.Log)
+	qg.mu.Lock()
+	defer qg.mu.Unlock()
+	qg.starting = false
 	if err != nil {
+		qg.failed = time.Now()
 		return nil, err
 	}
 	qg.origin = o
