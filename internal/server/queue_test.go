@@ -246,3 +246,25 @@ func TestQueueExampleConfig(t *testing.T) {
 		t.Fatalf("queue section: %+v", cfg.Queue)
 	}
 }
+
+// A job record a worker cannot read (another program's, or corrupted) is
+// refused with the reason logged and dead-lettered after max_deliveries,
+// never run and never a panic.
+func TestQueueMalformedJobIsDeadLettered(t *testing.T) {
+	srv := redistest.Start(t)
+	reps := startQueued(t, srv, mockYAML("m", "a"), "", workerOnly)
+	c, _ := queue.Dial(srv.URL, time.Second, time.Second, 4)
+	defer c.Close()
+	q := queue.New(c, queue.Options{})
+	j := &queue.Job{ID: queue.NewID(), Provider: "a", Timeout: time.Minute, Request: []byte("not a job envelope")}
+	if _, err := q.Enqueue(context.Background(), j); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool {
+		d, err := q.DeadJob(context.Background(), j.ID)
+		return err == nil && strings.Contains(d.Error, "malformed job record") && d.Deliveries == 3
+	})
+	if reps[0].mock("a").Calls() != 0 || !strings.Contains(reps[0].logs.String(), "refusing a job") {
+		t.Fatalf("calls %d, logs %s", reps[0].mock("a").Calls(), reps[0].logs.String())
+	}
+}
