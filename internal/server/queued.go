@@ -32,20 +32,27 @@ type Queueing struct {
 	// runs jobs (both for role all).
 	Ingress, Worker bool
 
-	mu       sync.Mutex
-	origin   *queue.Origin
-	starting bool      // one subscription attempt at a time
-	failed   time.Time // the last attempt's failure
+	mu      sync.Mutex
+	origin  *queue.Origin
+	attempt chan struct{} // closed when the running subscription attempt ends
+	failed  time.Time     // the last attempt's failure
 }
 
-// errOriginPending: another request is (re)starting the subscription, or
-// it failed a moment ago; this one fails fast instead of queueing behind.
-var errOriginPending = errors.New("the queue subscription is not up yet")
+// errOriginPending: the subscription failed a moment ago (Redis away);
+// requests fail fast instead of each trying again.
+var errOriginPending = errors.New("the queue subscription is not up (redis unreachable)")
 
-// JoinQueue switches the server to distributed execution on q.
+// JoinQueue switches the server to distributed execution on q; an
+// ingress starts its subscription at once.
 func (s *Server) JoinQueue(q *queue.Queue, ingress, worker bool) {
 	s.queueing = &Queueing{Q: q, Ingress: ingress, Worker: worker}
 	s.Metrics.WatchQueue(s.queueState)
+	if ingress {
+		// Start the attempt without waiting for it (a done context).
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		_, _ = s.queueing.originFor(ctx, s)
+	}
 }
 
 // queueState reads the shared queue for the gauges (bounded by the
@@ -100,31 +107,50 @@ func (s *Server) queueDetail(ctx context.Context) map[string]any {
 	return out
 }
 
-// originFor returns this replica's subscription, starting it on first use
-// (and again after a failure), so that an ingress booted while Redis was
-// down starts serving once Redis answers.
+// originFor returns this replica's subscription. One attempt runs at a
+// time (requests arriving meanwhile wait for it, within their own
+// deadline); after a failure, requests fail fast for 250 ms. So an
+// ingress booted while Redis was down starts serving once Redis answers.
 func (qg *Queueing) originFor(ctx context.Context, s *Server) (*queue.Origin, error) {
 	qg.mu.Lock()
 	if o := qg.origin; o != nil {
 		qg.mu.Unlock()
 		return o, nil
 	}
-	if qg.starting || time.Since(qg.failed) < 250*time.Millisecond {
-		qg.mu.Unlock()
+	if qg.attempt == nil && time.Since(qg.failed) >= 250*time.Millisecond {
+		ch := make(chan struct{})
+		qg.attempt = ch
+		go func() {
+			actx, cancel := context.WithTimeout(context.Background(), qg.Q.OpTimeout())
+			o, err := qg.Q.StartOrigin(actx, s.Log)
+			cancel()
+			qg.mu.Lock()
+			if err != nil {
+				qg.failed = time.Now()
+			} else {
+				qg.origin = o
+			}
+			qg.attempt = nil
+			qg.mu.Unlock()
+			close(ch)
+		}()
+	}
+	ch := qg.attempt
+	qg.mu.Unlock()
+	if ch == nil {
 		return nil, errOriginPending
 	}
-	qg.starting = true
-	qg.mu.Unlock()
-	o, err := qg.Q.StartOrigin(ctx, s.Log)
+	select {
+	case <-ch:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
 	qg.mu.Lock()
 	defer qg.mu.Unlock()
-	qg.starting = false
-	if err != nil {
-		qg.failed = time.Now()
-		return nil, err
+	if qg.origin == nil {
+		return nil, errOriginPending
 	}
-	qg.origin = o
-	return o, nil
+	return qg.origin, nil
 }
 
 // jobMeta is a job's request envelope: what the worker needs to serve it
