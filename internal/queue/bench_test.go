@@ -50,9 +50,9 @@ func BenchmarkJobRoundTrip(b *testing.B) {
 		notice += t4.Sub(t3)
 	}
 	n := time.Duration(b.N)
-	b.ReportMetric(float64((enq/n).Microseconds()), "enqueue-µs")
-	b.ReportMetric(float64((lease/n).Microseconds()), "lease-µs")
-	b.ReportMetric(float64((done/n).Microseconds()), "complete-µs")
-	b.ReportMetric(float64((notice/n).Microseconds()), "notice-µs")
-	b.ReportMetric(float64((ping/n).Microseconds()), "ping-µs")
+	b.ReportMetric(float64((enq / n).Microseconds()), "enqueue-µs")
+	b.ReportMetric(float64((lease / n).Microseconds()), "lease-µs")
+	b.ReportMetric(float64((done / n).Microseconds()), "complete-µs")
+	b.ReportMetric(float64((notice / n).Microseconds()), "notice-µs")
+	b.ReportMetric(float64((ping / n).Microseconds()), "ping-µs")
 }

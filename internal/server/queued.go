@@ -251,6 +251,7 @@ type relayJob struct {
 	j     *queue.Job
 	q     *queue.Queue
 
+	watch   *queue.Watch
 	sw      *sse.Writer // set once the stream's head was written
 	gen     string      // the generation whose bytes reached the client
 	seq     int
@@ -264,6 +265,7 @@ func (rl *relayJob) op() (context.Context, context.CancelFunc) {
 // run waits for the job's messages until its terminal, the client leaving
 // or the total deadline (queue wait plus upstream; it never grows).
 func (rl *relayJob) run(watch *queue.Watch, total time.Duration) {
+	rl.watch = watch
 	deadline := time.NewTimer(total)
 	defer deadline.Stop()
 	poll := time.NewTicker(max(rl.q.Options().OriginLease/3, 50*time.Millisecond))
@@ -271,8 +273,7 @@ func (rl *relayJob) run(watch *queue.Watch, total time.Duration) {
 	for !rl.settled {
 		select {
 		case m := <-watch.C:
-			watch.Took(m)
-			rl.handle(m)
+			rl.take(m)
 		case <-poll.C:
 			rl.check()
 		case <-rl.r.Context().Done():
@@ -282,6 +283,24 @@ func (rl *relayJob) run(watch *queue.Watch, total time.Duration) {
 			rl.cancel("deadline")
 			rl.fail(&apiError{Status: http.StatusGatewayTimeout, Type: "server_error", Code: "deadline_exceeded",
 				Message: "the request did not finish within timeouts.request"})
+			return
+		}
+	}
+}
+
+func (rl *relayJob) take(m queue.Msg) {
+	rl.watch.Took(m)
+	rl.handle(m)
+}
+
+// drain applies the messages already received: a poll that finds the job
+// finished must not overtake the messages that say how.
+func (rl *relayJob) drain() {
+	for !rl.settled {
+		select {
+		case m := <-rl.watch.C:
+			rl.take(m)
+		default:
 			return
 		}
 	}
@@ -340,6 +359,12 @@ func (rl *relayJob) check() {
 	ctx, cancel := rl.op()
 	st, gen, err := rl.q.OriginState(ctx, rl.j.ID, rl.j.OToken, false)
 	cancel()
+	if err == nil && st != "waiting" && st != "leased" {
+		rl.drain()
+		if rl.settled {
+			return
+		}
+	}
 	switch {
 	case err != nil:
 		return // Redis blip: the next poll retries; the lease has slack
