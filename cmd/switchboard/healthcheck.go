@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -14,12 +13,11 @@ import (
 // exists for the container image's HEALTHCHECK: the runtime image is
 // scratch, with no curl or wget to do it.
 func healthcheck(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("healthcheck", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := flagSet("healthcheck", stdout, stderr)
 	url := fs.String("url", "", "health URL (default http://127.0.0.1:$PORT/health, PORT defaulting to 4567)")
 	timeout := fs.Duration("timeout", 3*time.Second, "give up after this long")
 	if err := fs.Parse(args); err != nil {
-		return 2
+		return parseExit(err)
 	}
 	if *url == "" {
 		*url = "http://" + net.JoinHostPort("127.0.0.1", envOr("PORT", "4567")) + "/health"

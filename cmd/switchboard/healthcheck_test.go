@@ -45,6 +45,7 @@ func TestHealthcheck(t *testing.T) {
 		{"nobody listening", []string{"healthcheck", "--url", "http://" + closed + "/health"}, "", 1, "", "healthcheck:"},
 		{"bad URL", []string{"healthcheck", "--url", "::nope"}, "", 2, "", "healthcheck:"},
 		{"bad flag", []string{"healthcheck", "--nope"}, "", 2, "", "flag provided but not defined"},
+		{"--help", []string{"healthcheck", "--help"}, "", 0, "usage: switchboard healthcheck [--url URL]", ""},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
