@@ -130,12 +130,37 @@ func TestQueueStoppedWorkerIsFenced(t *testing.T) {
 	}
 	// The resumed worker finds its lease lost when it tries to complete.
 	deadline := time.Now().Add(10 * time.Second)
-	for !strings.Contains(workers[first].logs(), "lease lost") && !strings.Contains(workers[first].logs(), "result was not stored") {
+	for metric(t, workers[first], "switchboard_queue_lease_losses_total") != 1 {
 		if time.Now().After(deadline) {
-			t.Fatalf("the stopped worker never noticed: %s", workers[first].logs())
+			t.Fatalf("the stopped worker never counted its lost lease: %s", workers[first].logs())
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+	// One redelivery over the fleet, counted by whichever reaper did it.
+	if n := metric(t, in, "switchboard_queue_redeliveries_total") + metric(t, workers["w1"], "switchboard_queue_redeliveries_total") +
+		metric(t, workers["w2"], "switchboard_queue_redeliveries_total"); n != 1 {
+		t.Fatalf("%v redeliveries", n)
+	}
+}
+
+// metric reads one unlabelled sample from p's /metrics.
+func metric(t *testing.T, p *proc, name string) float64 {
+	t.Helper()
+	resp, err := procClient.Get(p.URL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, name+" "); ok {
+			var f float64
+			fmt.Sscan(v, &f)
+			return f
+		}
+	}
+	t.Fatalf("%s has no %s", p.name, name)
+	return 0
 }
 
 // A job no worker can route (their config lacks the model) is refused on
@@ -218,6 +243,9 @@ func TestQueueCancellationReachesUpstream(t *testing.T) {
 			}
 			time.Sleep(20 * time.Millisecond)
 		}
+	}
+	if n := metric(t, in, "switchboard_queue_cancellations_total"); n != 2 {
+		t.Fatalf("%v cancellations counted", n)
 	}
 }
 

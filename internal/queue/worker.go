@@ -45,6 +45,17 @@ type Delivery struct {
 	*Lease
 	q        *Queue
 	opTimout time.Duration
+	lostOnce sync.Once
+	onLost   func()
+}
+
+// noteLost reports a lost lease once per delivery, whichever transition
+// (heartbeat, publish, complete, requeue) found it.
+func (d *Delivery) noteLost(err error) error {
+	if errors.Is(err, ErrLost) && d.onLost != nil {
+		d.lostOnce.Do(d.onLost)
+	}
+	return err
 }
 
 // OpTimeout bounds each transition of a delivery: a quarter of the lease
@@ -59,21 +70,22 @@ func (d *Delivery) ctx() (context.Context, context.CancelFunc) {
 func (d *Delivery) Publish(kind string, seq int, payload []byte) error {
 	ctx, cancel := d.ctx()
 	defer cancel()
-	return d.q.Publish(ctx, d.Lease, kind, seq, payload)
+	return d.noteLost(d.q.Publish(ctx, d.Lease, kind, seq, payload))
 }
 
 // Complete stores the terminal, fenced.
 func (d *Delivery) Complete(terminal []byte) error {
 	ctx, cancel := d.ctx()
 	defer cancel()
-	return d.q.Complete(ctx, d.Lease, terminal)
+	return d.noteLost(d.q.Complete(ctx, d.Lease, terminal))
 }
 
 // Requeue gives the job back (dead-lettered after max deliveries).
 func (d *Delivery) Requeue(why string) (dead bool, err error) {
 	ctx, cancel := d.ctx()
 	defer cancel()
-	return d.q.Requeue(ctx, d.Lease, why)
+	dead, err = d.q.Requeue(ctx, d.Lease, why)
+	return dead, d.noteLost(err)
 }
 
 // Start runs the lease loop until ctx ends, then waits for the running
@@ -173,7 +185,7 @@ func (w *Worker) deliver(parent context.Context, l *Lease) {
 		w.mu.Unlock()
 		cancel(nil)
 	}()
-	d := &Delivery{Lease: l, q: w.Q, opTimout: w.Q.OpTimeout()}
+	d := &Delivery{Lease: l, q: w.Q, opTimout: w.Q.OpTimeout(), onLost: w.OnLost}
 	hbDone := make(chan struct{})
 	runDone := make(chan struct{})
 	go func() {
@@ -194,9 +206,7 @@ func (w *Worker) deliver(parent context.Context, l *Lease) {
 				cancel(errCanceledByOrigin)
 				return
 			case errors.Is(err, ErrLost):
-				if w.OnLost != nil {
-					w.OnLost()
-				}
+				d.noteLost(err)
 				w.Log.Warn("queue: lease lost; stopping the delivery", "job", l.ID, "gen", l.Gen)
 				cancel(errLeaseLost)
 				return

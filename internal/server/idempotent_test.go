@@ -47,6 +47,9 @@ func TestIdempotencyReplayAndConflict(t *testing.T) {
 	if a := g.post("/v1/chat/completions", chatBody, "Idempotency-Key", strings.Repeat("k", 256)); a.Status != 400 {
 		t.Fatalf("overlong key: %d", a.Status)
 	}
+	if m := g.get("/metrics").Body; !strings.Contains(m, "switchboard_idempotent_replays_total 3") {
+		t.Fatal("the three replays are not counted")
+	}
 }
 
 // 20 concurrent duplicates make one provider call and get one answer.
