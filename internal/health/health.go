@@ -8,6 +8,7 @@
 package health
 
 import (
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -45,6 +46,8 @@ type Registry struct {
 	states   sync.Map // provider name -> *state
 	// shared is the fleet-wide backend; nil = this process only.
 	shared atomic.Pointer[shared]
+	// events keeps recent circuit and pause transitions (events.go).
+	events transitions
 }
 
 // New returns a registry reading time from c.
@@ -106,6 +109,7 @@ func (r *Registry) admit(name string, claim bool) bool {
 	s := r.state(name)
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	r.endedPause(name, s, now)
 	switch {
 	case now.Before(s.pause):
 		return false
@@ -116,6 +120,7 @@ func (r *Registry) admit(name string, claim bool) bool {
 	}
 	if claim {
 		s.probing = true
+		r.record(Transition{Time: now, Provider: name, Kind: EventCircuitHalfOpen})
 	}
 	return true
 }
@@ -143,6 +148,7 @@ func (r *Registry) observe(name string, o Outcome) EventKind {
 		s.open, s.probing = false, false
 		s.failures = s.failures[:0]
 		if wasOpen {
+			r.record(Transition{Time: now, Provider: name, Kind: EventCircuitClosed})
 			return Closed
 		}
 	case Failure:
@@ -155,6 +161,7 @@ func (r *Registry) observe(name string, o Outcome) EventKind {
 				// The half-open probe failed: a fresh cooldown.
 				s.probing = false
 				s.openedAt = now
+				r.record(Transition{Time: now, Provider: name, Kind: EventCircuitOpen, Reason: "half-open probe failed"})
 				return Opened
 			}
 			return 0
@@ -170,6 +177,8 @@ func (r *Registry) observe(name string, o Outcome) EventKind {
 		if len(s.failures) >= set.Threshold {
 			s.open, s.openedAt = true, now
 			s.failures = s.failures[:0]
+			r.record(Transition{Time: now, Provider: name, Kind: EventCircuitOpen,
+				Reason: fmt.Sprintf("%d failures within %s", set.Threshold, set.Window)})
 			return Opened
 		}
 	case Neutral:
@@ -216,7 +225,11 @@ func (r *Registry) pause(name string, key, keys int, until time.Time, reason str
 		}
 		until = earliest
 	}
+	r.endedPause(name, s, now)
 	if until.After(s.pause) {
+		if s.pause.IsZero() {
+			r.record(Transition{Time: now, Provider: name, Kind: EventPaused, Reason: reason, Until: until})
+		}
 		s.pause, s.reason = until, reason
 		return until, true
 	}
@@ -263,6 +276,7 @@ func (r *Registry) Status(name string) Status {
 	s := r.state(name)
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	r.endedPause(name, s, now)
 	st := Status{CircuitOpen: s.open, OpenedAt: s.openedAt, Successes: s.successes, Errors: s.errors, LastSuccess: s.lastSuccess}
 	if now.Before(s.pause) {
 		st.PausedUntil, st.PauseReason = s.pause, s.reason

@@ -134,6 +134,9 @@ func (r *Registry) adopt(name string, rec Record) {
 		s.seen = rec.Open
 		at := now.Add(-rec.OpenAge)
 		if !s.lastSuccess.After(at) && (!s.open || at.After(s.openedAt)) {
+			if !s.open {
+				r.record(Transition{Time: at, Provider: name, Kind: EventCircuitOpen, Reason: "another replica opened it", Fleet: true})
+			}
 			s.open, s.openedAt, s.probing = true, at, false
 			s.failures = s.failures[:0]
 		}
@@ -142,10 +145,15 @@ func (r *Registry) adopt(name string, rec Record) {
 		if at := now.Add(-rec.CloseAge); s.open && at.After(s.openedAt) {
 			s.open, s.probing = false, false
 			s.failures = s.failures[:0]
+			r.record(Transition{Time: at, Provider: name, Kind: EventCircuitClosed, Reason: "another replica closed it", Fleet: true})
 		}
 	}
 	if rec.PauseLeft > 0 {
+		r.endedPause(name, s, now)
 		if until := now.Add(rec.PauseLeft); until.After(s.pause) {
+			if s.pause.IsZero() {
+				r.record(Transition{Time: now, Provider: name, Kind: EventPaused, Reason: rec.Reason, Until: until, Fleet: true})
+			}
 			s.pause, s.reason = until, rec.Reason
 		}
 	}

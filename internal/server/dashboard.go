@@ -54,7 +54,8 @@ type dashProvider struct {
 
 type dashModel struct {
 	Name         string         `json:"name"`
-	Active       string         `json:"active,omitempty"`
+	Active       string         `json:"active,omitempty"` // serving now (see serving)
+	Preferred    string         `json:"preferred,omitempty"`
 	RequestCount int64          `json:"request_count"`
 	Providers    []dashProvider `json:"providers"`
 }
@@ -97,8 +98,8 @@ func (s *Server) handleDashboardData(w http.ResponseWriter, r *http.Request) {
 	var models []dashModel
 	for _, rt := range snap.Routes.Routes() {
 		name := rt.Model.Name
-		active := route.Measured{Stats: s.Stats}.Active(rt)
-		dm := dashModel{Name: name, Active: active, RequestCount: s.Stats.Requests(name)}
+		active := s.serving(rt)
+		dm := dashModel{Name: name, Active: active, Preferred: route.Measured{Stats: s.Stats}.Active(rt), RequestCount: s.Stats.Requests(name)}
 		for _, c := range rt.Candidates {
 			h := s.Health.Status(c.Provider)
 			m := toDetailMetrics(s.Stats.Metrics(name, c.Provider))
@@ -113,7 +114,7 @@ func (s *Server) handleDashboardData(w http.ResponseWriter, r *http.Request) {
 		models = append(models, dm)
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"timestamp": now, "role": "admin", "models": models,
-		"tenants": s.tenantSpend(r.Context())})
+		"tenants": s.tenantSpend(r.Context()), "events": s.dashEvents()})
 }
 
 // tenantSpend lists the first maxDashTenants tenants' spend; a tenant
@@ -131,6 +132,29 @@ func (s *Server) tenantSpend(ctx context.Context) []dashTenant {
 		sp := u.Spend
 		out = append(out, dashTenant{Tenant: id.Tenant, SpentUSD: json.Number(spend.FormatUSD(sp.ReservedNano + sp.SettledNano)),
 			BudgetUSD: sp.BudgetUSD, WindowEnd: sp.WindowEnd, RequestsToday: u.RequestsToday})
+	}
+	return out
+}
+
+// dashEvent is one circuit or pause transition, for the dashboard.
+type dashEvent struct {
+	T        int64  `json:"t"` // unix ms
+	Provider string `json:"provider"`
+	Kind     string `json:"kind"`
+	Reason   string `json:"reason,omitempty"`
+	Until    int64  `json:"until,omitempty"` // unix ms, pauses
+	Fleet    bool   `json:"fleet,omitempty"`
+}
+
+func (s *Server) dashEvents() []dashEvent {
+	ts := s.Health.Transitions()
+	out := make([]dashEvent, 0, len(ts))
+	for _, t := range ts {
+		e := dashEvent{T: t.Time.UnixMilli(), Provider: t.Provider, Kind: t.Kind, Reason: t.Reason, Fleet: t.Fleet}
+		if !t.Until.IsZero() {
+			e.Until = t.Until.UnixMilli()
+		}
+		out = append(out, e)
 	}
 	return out
 }

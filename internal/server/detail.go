@@ -31,7 +31,11 @@ type detailProvider struct {
 }
 
 type detailModel struct {
-	ActiveProvider string                    `json:"active_provider"`
+	// ActiveProvider is the one serving now: the first in the attempt
+	// order that may take a request (an open circuit or a pause skips
+	// it); PreferredProvider the routing choice, healthy or not.
+	ActiveProvider    string                    `json:"active_provider"`
+	PreferredProvider string                    `json:"preferred_provider"`
 	Metrics        detailMetrics             `json:"metrics"`
 	RequestCount   int64                     `json:"request_count"`
 	Providers      map[string]detailProvider `json:"providers"`
@@ -80,8 +84,8 @@ func (s *Server) handleHealthDetail(w http.ResponseWriter, r *http.Request) {
 	out := map[string]detailModel{}
 	for _, rt := range snap.Routes.Routes() {
 		name := rt.Model.Name
-		active := route.Measured{Stats: s.Stats}.Active(rt)
-		dm := detailModel{ActiveProvider: active, RequestCount: s.Stats.Requests(name),
+		active := s.serving(rt)
+		dm := detailModel{ActiveProvider: active, PreferredProvider: route.Measured{Stats: s.Stats}.Active(rt), RequestCount: s.Stats.Requests(name),
 			Metrics: toDetailMetrics(s.Stats.Metrics(name, active)), Providers: map[string]detailProvider{}}
 		for _, c := range rt.Candidates {
 			h := s.Health.Status(c.Provider)
@@ -106,4 +110,20 @@ func (s *Server) handleHealthDetail(w http.ResponseWriter, r *http.Request) {
 		body["queue"] = q
 	}
 	writeJSON(w, http.StatusOK, body)
+}
+
+// serving is the provider a request of rt would go to now: the first in
+// the attempt order whose circuit and pause let it take one; when none may,
+// the first of the order (the loop then tries them all).
+func (s *Server) serving(rt *route.Route) string {
+	order := route.Measured{Stats: s.Stats}.Order(rt)
+	for _, c := range order {
+		if s.Health.Available(c.Provider) {
+			return c.Provider
+		}
+	}
+	if len(order) > 0 {
+		return order[0].Provider
+	}
+	return ""
 }

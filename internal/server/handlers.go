@@ -413,7 +413,7 @@ func (s *Server) prepare(w http.ResponseWriter, r *http.Request, proto Protocol)
 func (s *Server) call(r *http.Request, in *incoming, ep provider.Endpoint, body []byte) *proxy.Call {
 	c := &proxy.Call{Endpoint: ep, Body: body, Stream: in.stream, Header: forwardHeaders(r), Route: in.rt,
 		Order: route.Measured{Stats: s.Stats}.Order(in.rt), Opts: options(in.snap.Config, in.rt.Model, ep),
-		Identity: in.id, ClientModel: in.model, Meter: needsUsage(in.snap, in.id)}
+		Identity: in.id, ClientModel: in.model, Meter: needsUsage(in.snap, in.id) || in.snap.Config.Tracking.On()}
 	if jc := jobOf(r.Context()); jc != nil {
 		// The total deadline covers the queue wait too; it never grows.
 		c.Opts.Deadline = min(c.Opts.Deadline, jc.left)
@@ -422,7 +422,9 @@ func (s *Server) call(r *http.Request, in *incoming, ep provider.Endpoint, body 
 }
 
 // needsUsage: budgets and token buckets settle on the provider's reported
-// usage, so streams must carry it.
+// usage, so streams must carry it. With tracking on, streams ask for it
+// anyway (and hide it from a client that did not): the stream's log line
+// and routing samples carry real prompt and completion counts.
 func needsUsage(snap *Snapshot, id *tenant.Identity) bool {
 	return snap.anyTPM || id != nil && (id.BudgetNano != nil || id.TPM != nil)
 }

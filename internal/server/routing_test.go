@@ -19,6 +19,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"switchboard/internal/config"
+	"switchboard/internal/health"
 	"switchboard/internal/provider/mock"
 )
 
@@ -293,8 +294,9 @@ func TestHealthDetail(t *testing.T) {
 		Models    []string `json:"models"`
 		Timestamp string   `json:"timestamp"`
 		Providers map[string]struct {
-			ActiveProvider string `json:"active_provider"`
-			Metrics        struct {
+			PreferredProvider string `json:"preferred_provider"`
+			ActiveProvider    string `json:"active_provider"`
+			Metrics           struct {
 				SampleCount int `json:"sample_count"`
 			} `json:"metrics"`
 			Providers map[string]struct {
@@ -313,7 +315,8 @@ func TestHealthDetail(t *testing.T) {
 	}
 	m := d.Providers["m"]
 	pa, pb := m.Providers["a"], m.Providers["b"]
-	if d.Status != "ok" || len(d.Models) != 1 || m.ActiveProvider != "a" || d.Timestamp == "" ||
+	// a is paused: b is the one serving, a stays the routing preference.
+	if d.Status != "ok" || len(d.Models) != 1 || m.ActiveProvider != "b" || m.PreferredProvider != "a" || d.Timestamp == "" ||
 		!pa.QuotaPaused || pa.QuotaPauseReason == nil || *pa.QuotaPauseReason != "rate_limited" || pa.Errors != 1 ||
 		pb.Successes != 1 || pb.LastSuccessAt == nil {
 		t.Fatalf("detail = %s", a.Body)
@@ -360,15 +363,26 @@ func TestDashboardInChromium(t *testing.T) {
 		readStream(t, resp)
 		g.Prober.Wait()
 	}
+	// mock-flaky's circuit opens (the default threshold is 3 failures):
+	// the dashboard lists the event with its time and shows demo-flaky
+	// served by mock-steady, not by the provider whose circuit is open.
+	for range 3 {
+		g.Health.Observe("mock-flaky", health.Failure)
+	}
+	if !strings.Contains(g.logs.String(), "msg=\"provider circuit open\"") {
+		t.Errorf("the circuit opening was not logged:\n%s", g.logs.String())
+	}
 	cmd := exec.Command(bin, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-		"--user-data-dir="+t.TempDir(), "--virtual-time-budget=2000", "--dump-dom", g.URL+"/dashboard")
+		"--user-data-dir="+t.TempDir(), "--virtual-time-budget=4500", "--dump-dom", g.URL+"/dashboard")
 	out, err := cmd.Output()
 	if err != nil {
 		t.Fatalf("chromium: %v", err)
 	}
 	dom := string(out)
 	for _, want := range []string{`data-model="demo-chat"`, `data-model="demo-flaky"`, `class="plot"`, `class="series"`,
-		`data-provider="mock-fast"`, `badge active`} {
+		`data-provider="mock-fast"`, `badge active`,
+		`data-event="circuit_open" data-provider="mock-flaky"`, `data-model="demo-flaky" data-serving="mock-steady"`,
+		`class="axis"`, `data-chart="rates"`, `data-series="req"`, `data-series="err"`} {
 		if !strings.Contains(dom, want) {
 			t.Errorf("DOM lacks %s", want)
 		}

@@ -107,6 +107,7 @@ func New(log *slog.Logger, clk clock.Clock, client *http.Client) *Server {
 	}
 	s := &Server{Log: log, Clock: clk, client: client, instances: map[string]instance{}}
 	s.Health = health.New(clk, health.Settings{Threshold: 3, Window: time.Minute, Cooldown: time.Minute, DefaultPause: time.Minute})
+	s.Health.OnTransition(s.logTransition)
 	s.Metrics = metrics.New()
 	s.Metrics.WatchProviders(s.providerStates)
 	s.Stats = route.NewStats(clk, 5*time.Minute)
