@@ -36,9 +36,9 @@ type detailModel struct {
 	// it); PreferredProvider the routing choice, healthy or not.
 	ActiveProvider    string                    `json:"active_provider"`
 	PreferredProvider string                    `json:"preferred_provider"`
-	Metrics        detailMetrics             `json:"metrics"`
-	RequestCount   int64                     `json:"request_count"`
-	Providers      map[string]detailProvider `json:"providers"`
+	Metrics           detailMetrics             `json:"metrics"`
+	RequestCount      int64                     `json:"request_count"`
+	Providers         map[string]detailProvider `json:"providers"`
 }
 
 func finite(f float64) *float64 {
