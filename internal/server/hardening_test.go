@@ -141,15 +141,22 @@ func TestBodyTimeout(t *testing.T) {
 	if !ok || status != http.StatusRequestTimeout || !closed {
 		t.Fatalf("answer %v, status %d, closed %v; want 408 and a closed connection", ok, status, closed)
 	}
-	// A body that arrives in time is served as usual.
-	body := `{"model":"m","messages":[{"role":"user","content":"hi"}]}`
-	req, _ := http.NewRequest(http.MethodPost, "http://"+g.addr+"/v1/chat/completions", strings.NewReader(body))
+	g.chatOK(t) // a body that arrives in time is served as usual
+}
+
+// chatOK asserts that an authenticated chat request is served.
+func (g *served) chatOK(t *testing.T) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, "http://"+g.addr+"/v1/chat/completions", strings.NewReader(chatBody))
 	req.Header.Set("Authorization", "Bearer secret-token")
 	resp, err := http.DefaultClient.Do(req)
-	if err != nil || resp.StatusCode != 200 {
-		t.Fatalf("normal request: %v %v", err, resp)
+	if err != nil {
+		t.Fatal(err)
 	}
 	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("chat: status %d", resp.StatusCode)
+	}
 }
 
 // TestMaxConnections: at limits.max_connections, /health and /ready still
@@ -190,13 +197,7 @@ func TestMaxConnections(t *testing.T) {
 		c.Close()
 	}
 	waitFor(t, func() bool { n, _ := g.conns.Load().Open(); return n < 3 })
-	req, _ := http.NewRequest(http.MethodPost, "http://"+g.addr+"/v1/chat/completions", strings.NewReader(chatBody))
-	req.Header.Set("Authorization", "Bearer secret-token")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil || resp.StatusCode != 200 {
-		t.Fatalf("after the flood: %v %v", err, resp)
-	}
-	resp.Body.Close()
+	g.chatOK(t)
 }
 
 // countingUpstream is an OpenAI-compatible upstream whose answer is made
@@ -275,18 +276,8 @@ func TestSilentStreamIsATimeout(t *testing.T) {
 	}
 	m := g.get("/metrics").Body
 	if !strings.Contains(m, `switchboard_provider_failure_total{model="m",provider="up",reason="timeout"} 1`) {
-		t.Fatalf("failure not counted as a timeout:\n%s", grepLines(m, "provider_failure"))
+		t.Fatalf("failure not counted as a timeout:\n%s", grep(m, "provider_failure"))
 	}
-}
-
-func grepLines(s, sub string) string {
-	var out []string
-	for _, l := range strings.Split(s, "\n") {
-		if strings.Contains(l, sub) {
-			out = append(out, l)
-		}
-	}
-	return strings.Join(out, "\n")
 }
 
 // TestOperatorHeadersWin: a header set in the provider or the model entry
@@ -381,34 +372,50 @@ func TestClientErrorsStayGeneric(t *testing.T) {
 	}
 }
 
-// TestNonObjectAnswerFallsBack: a 200 whose JSON body is not an object is
-// a bad_response of that provider, and the next one serves.
-func TestNonObjectAnswerFallsBack(t *testing.T) {
-	for _, bad := range []string{`[{"choices":[]}]`, `"ok"`, `null`, ` 42`} {
-		t.Run(bad, func(t *testing.T) {
-			up, calls := countingUpstream(t, func(_ int64, w http.ResponseWriter, r *http.Request) {
-				w.Header().Set("Content-Type", "application/json")
-				_, _ = io.WriteString(w, bad)
-			})
-			good, _ := countingUpstream(t, func(_ int64, w http.ResponseWriter, r *http.Request) {
-				w.Header().Set("Content-Type", "application/json")
-				_, _ = io.WriteString(w, chatAnswer)
-			})
-			g := startGateway(t, fmt.Sprintf(`providers:
+// fallbackGateway serves model m over provider bad (answered by serveBad)
+// then good, and model only-bad over bad alone, one attempt each.
+func fallbackGateway(t *testing.T, serveBad func(w http.ResponseWriter), extra string) (*gateway, *atomic.Int64) {
+	t.Helper()
+	bad, calls := countingUpstream(t, func(_ int64, w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		serveBad(w)
+	})
+	good, _ := countingUpstream(t, func(_ int64, w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, chatAnswer)
+	})
+	return startGateway(t, fmt.Sprintf(`providers:
   bad: {type: openai, base_url: %s/v1, api_key: k1}
   good: {type: openai, base_url: %s/v1, api_key: k2}
 models:
   - name: m
     providers: [{provider: bad}, {provider: good}]
+  - name: only-bad
+    providers: [{provider: bad}]
 retries: {max_attempts: 1, max_rounds: 1}
-`, up.URL, good.URL))
-			a := g.post("/v1/chat/completions", chatBody)
-			if a.Status != 200 || a.Header.Get("X-Switchboard-Provider") != "good" || calls.Load() != 1 {
-				t.Fatalf("status %d by %q after %d calls: %s", a.Status, a.Header.Get("X-Switchboard-Provider"), calls.Load(), a.Body)
-			}
-			if m := g.get("/metrics").Body; !strings.Contains(m, `provider="bad",reason="bad_response"} 1`) {
-				t.Fatalf("not counted as bad_response:\n%s", grepLines(m, "provider_failure"))
-			}
+`, bad.URL, good.URL)+extra), calls
+}
+
+// fellBack asserts that provider bad failed once as bad_response and good
+// served.
+func fellBack(t *testing.T, g *gateway, calls *atomic.Int64) {
+	t.Helper()
+	a := g.post("/v1/chat/completions", chatBody)
+	if a.Status != 200 || a.Header.Get("X-Switchboard-Provider") != "good" || calls.Load() != 1 {
+		t.Fatalf("status %d by %q after %d calls: %.200s", a.Status, a.Header.Get("X-Switchboard-Provider"), calls.Load(), a.Body)
+	}
+	if m := g.get("/metrics").Body; !strings.Contains(m, `provider="bad",reason="bad_response"} 1`) {
+		t.Fatalf("not counted as bad_response:\n%s", grep(m, "provider_failure"))
+	}
+}
+
+// TestNonObjectAnswerFallsBack: a 200 whose JSON body is not an object is
+// a bad_response of that provider, and the next one serves.
+func TestNonObjectAnswerFallsBack(t *testing.T) {
+	for _, bad := range []string{`[{"choices":[]}]`, `"ok"`, `null`, ` 42`} {
+		t.Run(bad, func(t *testing.T) {
+			g, calls := fallbackGateway(t, func(w http.ResponseWriter) { _, _ = io.WriteString(w, bad) }, "")
+			fellBack(t, g, calls)
 		})
 	}
 }
@@ -421,41 +428,19 @@ func TestBufferBudget(t *testing.T) {
 	big := `{"id":"x","object":"chat.completion","pad":"` + strings.Repeat("x", 3<<20) + `","choices":[]}`
 	for _, declared := range []bool{true, false} {
 		t.Run(fmt.Sprintf("content-length %v", declared), func(t *testing.T) {
-			up, calls := countingUpstream(t, func(_ int64, w http.ResponseWriter, r *http.Request) {
-				w.Header().Set("Content-Type", "application/json")
+			g, calls := fallbackGateway(t, func(w http.ResponseWriter) {
 				if !declared {
 					w.(http.Flusher).Flush() // chunked: no declared length
 				}
 				_, _ = io.WriteString(w, big)
-			})
-			good, _ := countingUpstream(t, func(_ int64, w http.ResponseWriter, r *http.Request) {
-				w.Header().Set("Content-Type", "application/json")
-				_, _ = io.WriteString(w, chatAnswer)
-			})
-			g := startGateway(t, fmt.Sprintf(`providers:
-  big: {type: openai, base_url: %s/v1, api_key: k1}
-  good: {type: openai, base_url: %s/v1, api_key: k2}
-models:
-  - name: m
-    providers: [{provider: big}, {provider: good}]
-  - name: only-big
-    providers: [{provider: big}]
-retries: {max_attempts: 1, max_rounds: 1}
-limits: {max_buffered_bytes: 2097152}
-`, up.URL, good.URL))
-			a := g.post("/v1/chat/completions", chatBody)
-			if a.Status != 200 || a.Header.Get("X-Switchboard-Provider") != "good" || calls.Load() != 1 {
-				t.Fatalf("status %d by %q: %.200s", a.Status, a.Header.Get("X-Switchboard-Provider"), a.Body)
-			}
-			if m := g.get("/metrics").Body; !strings.Contains(m, `provider="big",reason="bad_response"} 1`) {
-				t.Fatalf("not counted as bad_response:\n%s", grepLines(m, "provider_failure"))
-			}
+			}, "limits: {max_buffered_bytes: 2097152}\n")
+			fellBack(t, g, calls)
 			waitFor(t, func() bool { return g.proxy.Buffers.Used() == 0 }) // given back
 			// Raised by reload, the same answer fits and is relayed whole.
 			cfg := *g.Snapshot().Config
 			cfg.Limits.MaxBufferedBytes = 8 << 20
 			g.Apply(&cfg)
-			a = g.post("/v1/chat/completions", strings.Replace(chatBody, `"m"`, `"only-big"`, 1))
+			a := g.post("/v1/chat/completions", strings.Replace(chatBody, `"m"`, `"only-bad"`, 1))
 			if a.Status != 200 || len(a.Body) < 3<<20 {
 				t.Fatalf("status %d, %d bytes", a.Status, len(a.Body))
 			}
