@@ -33,7 +33,8 @@ func (t *Terminal) Encode() []byte {
 func ParseTerminal(b []byte) Terminal {
 	var t Terminal
 	i := bytes.IndexByte(b, '\n')
-	if i < 0 || json.Unmarshal(b[:i], &t) != nil || t.Kind == "" {
+	// A status net/http would refuse to write is as malformed as bad JSON.
+	if i < 0 || json.Unmarshal(b[:i], &t) != nil || t.Kind == "" || t.Status < 100 || t.Status > 599 {
 		return Terminal{Kind: "error", Status: http.StatusBadGateway, Body: []byte("malformed terminal record")}
 	}
 	t.Body = b[i+1:]

@@ -400,3 +400,18 @@ func TestReleaseWakesWorkers(t *testing.T) {
 		t.Fatal("no wake after the lease was released")
 	}
 }
+
+// Terminals from a foreign or corrupted record read as an error, never as
+// something the HTTP server would panic on.
+func TestParseTerminalIsTotal(t *testing.T) {
+	for _, b := range []string{"", "no newline", "{bad json}\nx", `{"kind":"unary","status":0}` + "\n", `{"kind":"unary","status":1000}` + "\n",
+		`{"status":200}` + "\n"} {
+		if got := ParseTerminal([]byte(b)); got.Kind != "error" || got.Status != 502 {
+			t.Errorf("%q parsed as %+v", b, got)
+		}
+	}
+	ok := (&Terminal{Kind: "unary", Status: 201, Body: []byte("a\nb")}).Encode()
+	if got := ParseTerminal(ok); got.Kind != "unary" || got.Status != 201 || string(got.Body) != "a\nb" {
+		t.Errorf("round trip: %+v", got)
+	}
+}

@@ -317,6 +317,10 @@ func (rl *relayJob) handle(m queue.Msg) {
 	switch m.Kind {
 	case queue.KindHead:
 		t := queue.ParseTerminal(m.Payload)
+		if t.Kind != "head" || rl.sw != nil {
+			rl.abort("a malformed stream head")
+			return
+		}
 		h := rl.w.Header()
 		for k, v := range t.Header {
 			h[k] = v
