@@ -323,7 +323,9 @@ func (rl *relayJob) handle(m queue.Msg) {
 		}
 		h := rl.w.Header()
 		for k, v := range t.Header {
-			h[k] = v
+			if !hopHeaders[k] {
+				h[k] = v
+			}
 		}
 		rl.w.WriteHeader(t.Status)
 		rl.sw = sse.NewWriter(rl.w)
@@ -394,7 +396,7 @@ func (rl *relayJob) terminal(t queue.Terminal) {
 	case "unary":
 		h := rl.w.Header()
 		for k, v := range t.Header {
-			if k != "Content-Length" && k != "Content-Type" {
+			if !hopHeaders[k] && k != "Content-Type" {
 				h[k] = v
 			}
 		}
