@@ -55,13 +55,7 @@ func TestCLIHelpVersionAndCheck(t *testing.T) {
 	unset := filepath.Join(dir, "unset.yaml")
 	os.WriteFile(unset, []byte("providers:\n  a:\n    base_url: http://x/v1\n    api_key: ${SB_TEST_UNSET_A}\n  b:\n    base_url: http://x/v1\n    api_key: ${SB_TEST_UNSET_B}\nmodels:\n  - name: m\n    providers: [{provider: a}, {provider: b}]\n"), 0o644)
 
-	tests := []struct {
-		name   string
-		args   []string
-		code   int
-		stdout []string
-		stderr []string
-	}{
+	runCLICases(t, []cliCase{
 		{"--help lists every command", []string{"--help"}, 0, []string{"switchboard check [--config FILE] CONFIG...", "switchboard prices", "switchboard healthcheck", "switchboard version", "examples/demo.yaml"}, nil},
 		{"-h", []string{"-h"}, 0, []string{"usage:"}, nil},
 		{"help", []string{"help"}, 0, []string{"usage:", "run the gateway"}, nil},
@@ -73,25 +67,7 @@ func TestCLIHelpVersionAndCheck(t *testing.T) {
 		{"unset variables: one line of advice", []string{"check", unset}, 1, nil,
 			[]string{"unset.yaml:4: providers.a.api_key: environment variable SB_TEST_UNSET_A is not set",
 				"2 environment variable(s) unset (SB_TEST_UNSET_A, SB_TEST_UNSET_B): export them", "${SB_TEST_UNSET_A:-default}"}},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			var out, errb bytes.Buffer
-			if code := run(tc.args, &out, &errb); code != tc.code {
-				t.Fatalf("exit %d, want %d; stdout %s; stderr %s", code, tc.code, out.String(), errb.String())
-			}
-			for _, s := range tc.stdout {
-				if !strings.Contains(out.String(), s) {
-					t.Errorf("stdout lacks %q:\n%s", s, out.String())
-				}
-			}
-			for _, s := range tc.stderr {
-				if !strings.Contains(errb.String(), s) {
-					t.Errorf("stderr lacks %q:\n%s", s, errb.String())
-				}
-			}
-		})
-	}
+	})
 	// The hint is one line, after the per-field lines.
 	var out, errb bytes.Buffer
 	run([]string{"check", unset}, &out, &errb)
@@ -113,5 +89,36 @@ func TestBareSwitchboardWithoutConfig(t *testing.T) {
 		if !strings.Contains(errb.String(), s) {
 			t.Errorf("stderr lacks %q:\n%s", s, errb.String())
 		}
+	}
+}
+
+// cliCase is one run of the CLI and what it must print.
+type cliCase struct {
+	name   string
+	args   []string
+	code   int
+	stdout []string
+	stderr []string
+}
+
+func runCLICases(t *testing.T, cases []cliCase) {
+	t.Helper()
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var out, errb bytes.Buffer
+			if code := run(tc.args, &out, &errb); code != tc.code {
+				t.Fatalf("exit %d, want %d; stdout %s; stderr %s", code, tc.code, out.String(), errb.String())
+			}
+			for _, s := range tc.stdout {
+				if !strings.Contains(out.String(), s) {
+					t.Errorf("stdout lacks %q:\n%s", s, out.String())
+				}
+			}
+			for _, s := range tc.stderr {
+				if !strings.Contains(errb.String(), s) {
+					t.Errorf("stderr lacks %q:\n%s", s, errb.String())
+				}
+			}
+		})
 	}
 }

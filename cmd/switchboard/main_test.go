@@ -21,38 +21,14 @@ func TestCheck(t *testing.T) {
 	os.WriteFile(good, []byte("providers:\n  a: {type: mock}\nmodels:\n  - name: m\n    providers: [{provider: a}]\n"), 0o644)
 	bad := filepath.Join(dir, "bad.yaml")
 	os.WriteFile(bad, []byte("providers:\n  a: {type: mock}\nmodels:\n  - name: m\n    providers: [{provider: nope}]\nretries:\n  max_attempts: 50\n  max_roundz: 1\n"), 0o644)
-	tests := []struct {
-		name   string
-		args   []string
-		code   int
-		stdout []string
-		stderr []string
-	}{
+	runCLICases(t, []cliCase{
 		{"good file", []string{"check", good}, 0, []string{"ok (1 providers, 1 models)"}, nil},
 		{"every problem with its line", []string{"check", bad}, 1, nil, []string{
 			"bad.yaml:5: models[0].providers[0].provider", "bad.yaml:7: retries.max_attempts", "bad.yaml:8: retries.max_roundz"}},
 		{"missing file", []string{"check", filepath.Join(dir, "none.yaml")}, 1, nil, []string{"none.yaml"}},
 		{"version", []string{"version"}, 0, []string{"switchboard"}, nil},
 		{"unknown command", []string{"frobnicate"}, 2, nil, []string{"unknown command"}},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			var out, errb bytes.Buffer
-			if code := run(tc.args, &out, &errb); code != tc.code {
-				t.Fatalf("exit %d, want %d; stderr %s", code, tc.code, errb.String())
-			}
-			for _, s := range tc.stdout {
-				if !strings.Contains(out.String(), s) {
-					t.Errorf("stdout %q lacks %q", out.String(), s)
-				}
-			}
-			for _, s := range tc.stderr {
-				if !strings.Contains(errb.String(), s) {
-					t.Errorf("stderr %q lacks %q", errb.String(), s)
-				}
-			}
-		})
-	}
+	})
 }
 
 func TestProductionRequiresToken(t *testing.T) {

@@ -30,30 +30,33 @@ func (m *Model) Primary() int {
 // TTFTFor returns the first-token timeout for m: its ttft_timeout when set,
 // 0 (off) when that is false, else timeouts.ttft. m may be nil.
 func (c *Config) TTFTFor(m *Model) time.Duration {
-	if m != nil && m.TTFTTimeout != nil {
-		switch t := m.TTFTTimeout; {
-		case t.Disabled:
-			return 0
-		case t.Value > 0:
-			return t.Value.D()
-		}
+	if m == nil {
+		return c.Timeouts.TTFT.D()
 	}
-	return c.Timeouts.TTFT.D()
+	return m.TTFTTimeout.or(c.Timeouts.TTFT)
 }
 
 // FirstByteFor returns the unary first-byte bound for m: its
 // first_byte_timeout when set, 0 (off) when that is false, else
 // timeouts.first_byte. m may be nil.
 func (c *Config) FirstByteFor(m *Model) time.Duration {
-	if m != nil && m.FirstByteTimeout != nil {
-		switch t := m.FirstByteTimeout; {
-		case t.Disabled:
-			return 0
-		case t.Value > 0:
-			return t.Value.D()
-		}
+	if m == nil {
+		return c.Timeouts.FirstByte.D()
 	}
-	return c.Timeouts.FirstByte.D()
+	return m.FirstByteTimeout.or(c.Timeouts.FirstByte)
+}
+
+// or resolves a per-model toggle against its global value: unset or true
+// is the global, false is 0 (off), a duration is itself.
+func (t *Toggle) or(global Duration) time.Duration {
+	switch {
+	case t == nil:
+	case t.Disabled:
+		return 0
+	case t.Value > 0:
+		return t.Value.D()
+	}
+	return global.D()
 }
 
 // ProbingFor reports whether background probing runs for m: its

@@ -17,26 +17,13 @@ import (
 // TestGracefulShutdownDrainsStreams: on shutdown the listener closes, /ready
 // flips, and a stream in flight still completes.
 func TestGracefulShutdownDrainsStreams(t *testing.T) {
-	cfg, err := config.Parse([]byte(`providers:
+	s, url, cancel, served := serveOnPort(t, `providers:
   slow: {type: mock, mock: {tokens: 10, tokens_per_second: 40}}
 models:
   - name: m
     providers: [{provider: slow}]
 timeouts: {shutdown: 10}
-`), "t.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := New(slog.New(slog.NewTextHandler(io.Discard, nil)), nil, nil)
-	s.Apply(cfg)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	served := make(chan error, 1)
-	go func() { served <- s.Serve(ctx, ln) }()
-	url := "http://" + ln.Addr().String()
+`, nil)
 
 	resp, err := http.Post(url+"/v1/chat/completions", "application/json", strings.NewReader(streamBody))
 	if err != nil {
@@ -69,27 +56,14 @@ timeouts: {shutdown: 10}
 // draining, yet new requests are still served and the listener is open;
 // after the delay the gateway stops accepting and exits.
 func TestShutdownDelayKeepsServingWhileNotReady(t *testing.T) {
-	cfg, err := config.Parse([]byte(`providers:
+	clk := clock.NewFake(time.Now())
+	_, url, cancel, served := serveOnPort(t, `providers:
   a: {type: mock, mock: {tokens: 3}}
 models:
   - name: m
     providers: [{provider: a}]
 timeouts: {shutdown: 10, shutdown_delay: 15}
-`), "t.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	clk := clock.NewFake(time.Now())
-	s := New(slog.New(slog.NewTextHandler(io.Discard, nil)), clk, nil)
-	s.Apply(cfg)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	served := make(chan error, 1)
-	go func() { served <- s.Serve(ctx, ln) }()
-	url := "http://" + ln.Addr().String()
+`, clk)
 	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
 	get := func(path string) int {
 		resp, err := client.Get(url + path)
@@ -129,4 +103,25 @@ timeouts: {shutdown: 10, shutdown_delay: 15}
 	if _, err := client.Get(url + "/health"); err == nil {
 		t.Fatal("still accepting after the drain")
 	}
+}
+
+// serveOnPort runs a gateway for yaml on a real listener, as the binary
+// does: cancel is SIGTERM, served receives Serve's result.
+func serveOnPort(t *testing.T, yaml string, clk clock.Clock) (s *Server, url string, cancel func(), served chan error) {
+	t.Helper()
+	cfg, err := config.Parse([]byte(yaml), "t.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s = New(slog.New(slog.NewTextHandler(io.Discard, nil)), clk, nil)
+	s.Apply(cfg)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	served = make(chan error, 1)
+	go func() { served <- s.Serve(ctx, ln) }()
+	return s, "http://" + ln.Addr().String(), cancel, served
 }
