@@ -17,7 +17,10 @@ type Terminal struct {
 	// it saw them all); Error a stream's failure after its start.
 	Chunks int    `json:"chunks,omitempty"`
 	Error  string `json:"error,omitempty"`
-	Body   []byte `json:"-"`
+	// Usage is the answer's last reported usage object, as the provider
+	// (or translation) wrote it; the worker has already settled it.
+	Usage json.RawMessage `json:"usage,omitempty"`
+	Body  []byte          `json:"-"`
 }
 
 // Encode renders t.

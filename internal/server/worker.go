@@ -11,6 +11,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tidwall/gjson"
+
 	"switchboard/internal/queue"
 	"switchboard/internal/tenant"
 )
@@ -161,6 +163,21 @@ type jobWriter struct {
 	seq    int
 	head   bool
 	err    error // a fenced publish refused: canceled or lost
+	usage  []byte
+}
+
+// noteUsage keeps the last usage object a stream's events carried.
+func (w *jobWriter) noteUsage(b []byte) {
+	if !bytes.Contains(b, usageKey) {
+		return
+	}
+	for _, line := range bytes.Split(b, []byte("\n")) {
+		if d, ok := bytes.CutPrefix(line, []byte("data: ")); ok {
+			if u := gjson.GetBytes(d, "usage"); u.IsObject() {
+				w.usage = append(w.usage[:0], u.Raw...)
+			}
+		}
+	}
 }
 
 // maxChunk flushes a stream early when one write run grows past it.
@@ -205,6 +222,7 @@ func (w *jobWriter) Flush() {
 	if !w.stream || w.err != nil {
 		return
 	}
+	w.noteUsage(w.buf)
 	var err error
 	if !w.head {
 		t := queue.Terminal{Kind: "head", Status: w.status, Header: w.h, Body: w.buf}
@@ -239,11 +257,14 @@ func (w *jobWriter) finish() error {
 		if w.err != nil {
 			return w.err
 		}
-		t = queue.Terminal{Kind: "stream", Status: w.status, Chunks: w.seq}
+		t = queue.Terminal{Kind: "stream", Status: w.status, Chunks: w.seq, Usage: w.usage}
 	case w.over:
 		t = tooLargeTerminal(w.limit)
 	default:
 		t = queue.Terminal{Kind: "unary", Status: w.status, Header: w.h, Body: w.buf}
+		if u := gjson.GetBytes(w.buf, "usage"); u.IsObject() {
+			t.Usage = []byte(u.Raw)
+		}
 	}
 	err := w.d.Complete(t.Encode())
 	if errors.Is(err, queue.ErrTooLarge) {
