@@ -405,7 +405,17 @@ func (h *harness) startChild(name string, args ...string) (*child, error) {
 // their first token, the default), auth on as in production, warn logs,
 // concurrency limit lifted.
 func gatewayConfig(upURL, token string) string {
-	return `# written by bench: one openai provider at the fake upstream
+	return configHead("one openai provider at the fake upstream", upURL) + `auth:
+  token: ` + token + `
+store:
+  backend: memory
+`
+}
+
+// configHead is what every gateway config of the bench has: the provider,
+// the model, tracking, logs, timeouts and the lifted concurrency limit.
+func configHead(comment, upURL string) string {
+	return `# written by bench: ` + comment + `
 providers:
   fake:
     type: openai
@@ -420,16 +430,12 @@ tracking:
   enabled: true
 logging:
   level: warn
-auth:
-  token: ` + token + `
 timeouts:
   shutdown: 1
 # The default of 256 logical slots would queue most of the 1,000-stream
 # mode; the bare proxy has no such limit, so the comparison lifts it.
 limits:
   max_concurrency: 20000
-store:
-  backend: memory
 `
 }
 

@@ -29,30 +29,11 @@ const (
 // meteredConfig is gatewayConfig with a tenant key, a price for the
 // upstream model and the store of meter. Redis is at redisAddr.
 func meteredConfig(upURL, keysFile, dbPath, meter, redisAddr string) string {
-	cfg := `# written by bench: metered (` + meter + `) — tenant key, priced model, budget
-providers:
-  fake:
-    type: openai
-    base_url: ` + upURL + `/v1
-    api_key: sk-upstream-bench
-models:
-  - name: ` + benchModel + `
-    providers:
-      - provider: fake
-        model: ` + upstreamModel + `
-pricing:
+	cfg := configHead("metered ("+meter+"): tenant key, priced model, budget", upURL) + `pricing:
   fake:
     ` + upstreamModel + `: {input: 1, output: 2, context: 131072, max_output: 4096}
-tracking:
-  enabled: true
-logging:
-  level: warn
 auth:
   keys_file: ` + keysFile + `
-timeouts:
-  shutdown: 1
-limits:
-  max_concurrency: 20000
 `
 	switch meter {
 	case meterSQLite:

@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"switchboard/internal/limit"
 	"switchboard/internal/store/redistest"
 )
 
@@ -26,10 +25,7 @@ func BenchmarkRedisAdmit(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer s.Close()
-	r := limit.Rate{Limit: 1 << 40, Window: time.Minute}
-	ds := []limit.Debit{{Key: "g:rpm", Rate: r, Cost: 1}, {Key: "g:tpm", Rate: r, Cost: 900},
-		{Key: "p:x:rpm", Group: "p:x", Rate: r, Cost: 1}, {Key: "p:x:tpm", Group: "p:x", Rate: r, Cost: 900},
-		{Key: "t:a:rpm", Rate: r, Cost: 1}, {Key: "t:a:tpm", Rate: r, Cost: 900}}
+	ds := benchDebits()
 	var seq atomic.Int64
 	decide := func(b *testing.B) bool {
 		a := &Admission{Now: time.Now(), ID: fmt.Sprint("bench-", seq.Add(1)), Tenant: "a", Provider: "x", Model: "m",

@@ -110,8 +110,9 @@ func dsn(path string, busy time.Duration) string {
 }
 
 // OpenSQLite opens (creating it and its directory) the SQLite store at path.
-// One process should own a file: the rate buckets and the retained-record
-// count live in that process.
+// The process owns the file (exclusive lock, see DSN): the rate buckets,
+// the cached counters and the retained-record count live in it. Writes go
+// through a group committer (group.go).
 func OpenSQLite(path string) (Store, error) { return openSQLite(path, 5*time.Second) }
 
 func openSQLite(path string, busy time.Duration) (Store, error) {

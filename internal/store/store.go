@@ -8,7 +8,8 @@
 // applies all of them or none. This package implements it twice over one
 // decision procedure: NewMemory keeps everything in the process;
 // OpenSQLite keeps the counters and the ledger in a SQLite file (so they
-// survive a restart) and the short-lived rate buckets in memory. A shared
+// survive a restart), committing concurrent decisions together (group
+// commit), and the short-lived rate buckets in memory. A shared
 // backend (Redis) implements Store directly, with the same decision in one
 // atomic script.
 package store

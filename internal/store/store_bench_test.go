@@ -10,6 +10,15 @@ import (
 	"switchboard/internal/limit"
 )
 
+// benchDebits are the six buckets of the admission benchmarks: global,
+// provider (under a penalty group) and tenant RPM and TPM, never full.
+func benchDebits() []limit.Debit {
+	r := limit.Rate{Limit: 1 << 40, Window: time.Minute}
+	return []limit.Debit{{Key: "g:rpm", Rate: r, Cost: 1}, {Key: "g:tpm", Rate: r, Cost: 900},
+		{Key: "p:x:rpm", Group: "p:x", Rate: r, Cost: 1}, {Key: "p:x:tpm", Group: "p:x", Rate: r, Cost: 900},
+		{Key: "t:a:rpm", Rate: r, Cost: 1}, {Key: "t:a:tpm", Rate: r, Cost: 900}}
+}
+
 // BenchmarkAdmit is one admission decision with six buckets, a daily
 // limit and a budget hold, and its settlement. "serial" is one caller;
 // "parallel" is 16 callers (GOMAXPROCS×8 here), as a busy gateway would
@@ -26,10 +35,7 @@ func BenchmarkAdmit(b *testing.B) {
 					}
 				}
 				defer s.Close()
-				r := limit.Rate{Limit: 1 << 40, Window: time.Minute}
-				ds := []limit.Debit{{Key: "g:rpm", Rate: r, Cost: 1}, {Key: "g:tpm", Rate: r, Cost: 900},
-					{Key: "p:x:rpm", Group: "p:x", Rate: r, Cost: 1}, {Key: "p:x:tpm", Group: "p:x", Rate: r, Cost: 900},
-					{Key: "t:a:rpm", Rate: r, Cost: 1}, {Key: "t:a:tpm", Rate: r, Cost: 900}}
+				ds := benchDebits()
 				var seq atomic.Int64
 				one := func() bool {
 					i := seq.Add(1)
