@@ -361,9 +361,7 @@ func (r *Redis) admit(ctx context.Context, a *Admission) (any, error) {
 	cctx, cancel := r.cmdCtx(ctx)
 	defer cancel()
 	v, err := r.p.do(cctx, &call{script: scriptAdmit, cmd: x.cmd})
-	if cctx.Err() == nil {
-		x.release() // else the pipe may still write it
-	}
+	x.release() // sent and answered, or dropped unsent: the pipe is done with it
 	return v, err
 }
 
@@ -492,9 +490,7 @@ func (r *Redis) Settle(ctx context.Context, st *Settlement) error {
 	cctx, cancel := r.cmdCtx(ctx)
 	defer cancel()
 	_, err := r.p.do(cctx, &call{script: scriptSettle, cmd: x.cmd})
-	if cctx.Err() == nil {
-		x.release()
-	}
+	x.release()
 	return err
 }
 

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"sync"
+	"sync/atomic"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -58,7 +59,16 @@ type call struct {
 	err    error
 	done   chan struct{}
 	then   func(v any, err error)
+	// state: queued, then sent or dropped (its caller left first; it is
+	// never sent).
+	state atomic.Int32
 }
+
+const (
+	callQueued int32 = iota
+	callSent
+	callDropped
+)
 
 func newPipe(r *Redis) *pipe {
 	p := &pipe{r: r, wake: make(chan struct{}, 1), exited: make(chan struct{})}
@@ -82,8 +92,11 @@ func (p *pipe) enqueue(c *call) bool {
 	return true
 }
 
-// do runs one script and waits for its reply (or the caller leaving: the
-// script may then still run, as a command whose reply was lost would).
+// do runs one script and waits for its reply. A caller that leaves (ctx)
+// while its call is still queued drops it: it is never sent, so nothing
+// ran. Once sent, the call is waited for: its pipeline is bounded by the
+// command timeout, and a decision that may have been applied is not
+// walked away from.
 func (p *pipe) do(ctx context.Context, c *call) (any, error) {
 	c.done = make(chan struct{})
 	if !p.enqueue(c) {
@@ -93,7 +106,11 @@ func (p *pipe) do(ctx context.Context, c *call) (any, error) {
 	case <-c.done:
 		return c.v, c.err
 	case <-ctx.Done():
-		return nil, ctx.Err()
+		if c.state.CompareAndSwap(callQueued, callDropped) {
+			return nil, ctx.Err()
+		}
+		<-c.done
+		return c.v, c.err
 	}
 }
 
@@ -126,7 +143,16 @@ func (p *pipe) loop() {
 
 // send runs calls as one pipeline of EVALSHA; the scripts Redis did not
 // have (NOSCRIPT: nothing ran) go again as EVAL with their source.
-func (p *pipe) send(calls []*call) {
+func (p *pipe) send(all []*call) {
+	calls := all[:0:0]
+	for _, c := range all {
+		if c.state.CompareAndSwap(callQueued, callSent) {
+			calls = append(calls, c)
+		}
+	}
+	if len(calls) == 0 {
+		return
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), p.r.o.CommandTimeout)
 	defer cancel()
 	cmds := make([]*redis.Cmd, len(calls))

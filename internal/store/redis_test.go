@@ -2,6 +2,7 @@ package store
 
 import (
 	"bytes"
+	"context"
 	"log/slog"
 	"strings"
 	"sync"
@@ -359,4 +360,37 @@ func TestRedisURLError(t *testing.T) {
 	if _, err := OpenRedis(RedisOptions{URL: "http://x"}); err == nil {
 		t.Fatal("bad url accepted")
 	}
+}
+
+// A caller that leaves while its decision is still queued drops it, and a
+// dropped decision is never sent: whatever the race between leaving and
+// the pipeline, an attempt record exists exactly for the admissions that
+// returned a decision.
+func TestRedisLeftCallsAreDroppedUnsent(t *testing.T) {
+	srv := redistest.Start(t)
+	s, _ := openRedis(t, srv)
+	raw := rawClient(t, srv)
+	gone, cancel := context.WithCancel(ctx)
+	cancel()
+	var decided, dropped int
+	for range 200 {
+		a := adm(time.Now(), "t", func(a *Admission) { a.Budgeted, a.Budget, a.Hold = true, 1<<40, 1 })
+		d, err := s.Admit(gone, a)
+		exists := raw.Exists(ctx, recordKey(a.ID)).Val() == 1
+		switch {
+		case err == nil && d.Refused == Admitted:
+			decided++
+			if !exists {
+				t.Fatalf("admitted %s without a record", a.ID)
+			}
+		case err != nil:
+			dropped++
+			if exists {
+				t.Fatalf("%s was refused to its caller (%v) but applied", a.ID, err)
+			}
+		default:
+			t.Fatalf("decision %+v", d)
+		}
+	}
+	t.Logf("%d decided, %d dropped unsent", decided, dropped)
 }
