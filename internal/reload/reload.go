@@ -21,7 +21,12 @@ import (
 // done. poll is the polling interval (0 = no polling). Bursts of events are
 // coalesced, and a change that leaves the content identical is ignored.
 func Watch(ctx context.Context, path string, poll time.Duration, log *slog.Logger, onChange func()) {
-	last := digest(path)
+	watch(ctx, path, digest(path), poll, log, onChange)
+}
+
+// watch is Watch from a baseline digest taken by the caller, so a change
+// made before the goroutine first runs is still a change.
+func watch(ctx context.Context, path string, last []byte, poll time.Duration, log *slog.Logger, onChange func()) {
 	check := func() {
 		if d := digest(path); d != nil && !bytes.Equal(d, last) {
 			last = d
@@ -121,7 +126,9 @@ func (f *Files) Set(interval time.Duration, files map[string]string) {
 		return
 	}
 	for path, trigger := range files {
-		go Watch(ctx, path, interval, f.log, func() { f.onChange(trigger) })
+		// The baseline is read here, not in the goroutine: once Set has
+		// returned (the gateway says it is listening), any write counts.
+		go watch(ctx, path, digest(path), interval, f.log, func() { f.onChange(trigger) })
 	}
 }
 

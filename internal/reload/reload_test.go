@@ -98,3 +98,25 @@ func TestFilesFollowsTheReloadedInterval(t *testing.T) {
 	case <-time.After(100 * time.Millisecond):
 	}
 }
+
+// A write made right after Set returns is a change, even before the
+// watching goroutine has run (the gateway logs "listening" after Set, and a
+// baseline read later would swallow such a write for good).
+func TestSetBaselineIsTakenBeforeItReturns(t *testing.T) {
+	for i := range 20 {
+		dir := t.TempDir()
+		path := filepath.Join(dir, "config.yaml")
+		os.WriteFile(path, []byte("a: 1\n"), 0o644)
+		ctx, cancel := context.WithCancel(context.Background())
+		changes := make(chan string, 10)
+		f := NewFiles(ctx, slog.New(slog.NewTextHandler(io.Discard, nil)), func(tr string) { changes <- tr })
+		f.Set(20*time.Millisecond, map[string]string{path: "config"})
+		os.WriteFile(path, []byte("a: 2\n"), 0o644)
+		select {
+		case <-changes:
+		case <-time.After(5 * time.Second):
+			t.Fatalf("run %d: a write right after Set was never noticed", i)
+		}
+		cancel()
+	}
+}
