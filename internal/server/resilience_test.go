@@ -183,16 +183,23 @@ func TestAPIKeysRotateAndPausePerKey(t *testing.T) {
 }
 
 func TestCircuitBreakerOpensAndProbes(t *testing.T) {
-	yaml := mockYAML("m", "a", "b") + "health: {breaker: {threshold: 2, window: 60, cooldown: 0.15}}\n"
-	g := startGateway(t, yaml)
+	// An injected clock: with a real 150 ms cooldown a loaded machine could
+	// let the re-opened circuit cool down again before the burst was over.
+	// One attempt per provider and one round, so no backoff waits on it.
+	yaml := strings.Replace(mockYAML("m", "a", "b"), "retries: {max_attempts: 2, max_rounds: 2,", "retries: {max_attempts: 1, max_rounds: 1,", 1) +
+		"health: {breaker: {threshold: 2, window: 60, cooldown: 10}}\n"
+	clk := clock.NewFake(time.Now())
+	g := startGatewayClock(t, yaml, clk)
 	fails := make([]mock.Fault, 10)
 	for i := range fails {
 		fails[i] = mock.Fault{Status: 500}
 	}
 	g.mock("a").Script(fails...)
-	// Two failures open a's circuit; b serves.
-	if a := g.post("/v1/chat/completions", chatBody); a.Header.Get("X-Switchboard-Provider") != "b" {
-		t.Fatalf("first request by %q", a.Header.Get("X-Switchboard-Provider"))
+	// Two failures open a's circuit; b serves both requests.
+	for i := 0; i < 2; i++ {
+		if a := g.post("/v1/chat/completions", chatBody); a.Header.Get("X-Switchboard-Provider") != "b" {
+			t.Fatalf("request %d by %q: %d %s", i, a.Header.Get("X-Switchboard-Provider"), a.Status, a.Body)
+		}
 	}
 	if !g.Health.Status("a").CircuitOpen {
 		t.Fatal("circuit not open after 2 failures")
@@ -205,7 +212,7 @@ func TestCircuitBreakerOpensAndProbes(t *testing.T) {
 	}
 	// After the cooldown exactly one probe goes through; it fails and the
 	// circuit re-opens.
-	time.Sleep(180 * time.Millisecond)
+	clk.Advance(11 * time.Second)
 	var wg sync.WaitGroup
 	for i := 0; i < 5; i++ {
 		wg.Add(1)
