@@ -7,6 +7,7 @@
 package proxy
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -382,8 +383,14 @@ func (p *Proxy) attempt(ctx context.Context, c *Call, cand *route.Candidate, dea
 		}
 		res.Permit = pm // settled; kept for its advisory headers
 	case perr.Kind == provider.KindHTTP || perr.Kind == provider.KindStaleConn:
-		// A definite refusal before generation: providers do not bill it.
-		pm.Fail()
+		if u, charged := errorCharge(req.Endpoint, perr.Body); charged {
+			// The provider says it billed this failure: it is charged,
+			// before any retry and whatever the client finally gets.
+			pm.Settle(u)
+		} else {
+			// A definite refusal before generation: providers do not bill it.
+			pm.Fail()
+		}
 		// An upstream 429 slows that provider's own buckets down; with
 		// several keys only the key that got it is paused (see health).
 		if perr.Status == 429 && cand.RateLimited && len(cand.Keys) <= 1 {
@@ -401,6 +408,25 @@ func (p *Proxy) attempt(ctx context.Context, c *Call, cand *route.Candidate, dea
 		res.StripUsage = strip
 	}
 	return res, perr
+}
+
+// errorCharge reads a (bounded) error body for usage or a provider bill:
+// some providers bill a failed request (a cut generation, a failed
+// repair) and say so in the error answer.
+func errorCharge(ep provider.Endpoint, body []byte) (admit.Usage, bool) {
+	if len(body) == 0 || !bytes.Contains(body, []byte(`"usage"`)) {
+		return admit.Usage{}, false
+	}
+	bill := spend.ReportedBill(body)
+	if u := track.Unary(ProtocolOf(ep), body); u.Known {
+		su := SpendUsage(u)
+		su.CostNanoUSD = bill
+		return su, true
+	}
+	if bill != nil {
+		return admit.Usage{CostNanoUSD: bill}, true
+	}
+	return admit.Usage{}, false
 }
 
 // SpendUsage converts measured usage to the ledger's form.

@@ -118,5 +118,15 @@ func settleStream(res *proxy.Result, st *track.Stream) {
 		res.Permit.Settle(u)
 		return
 	}
+	// Cut or unfinished: usage seen so far may raise the hold (never lower
+	// it), and the hold stays.
+	if st != nil && st.Usage.Known || res.Bill != nil {
+		u := admit.Usage{CostNanoUSD: res.Bill}
+		if st != nil && st.Usage.Known {
+			u = proxy.SpendUsage(st.Usage)
+			u.CostNanoUSD = res.Bill
+		}
+		res.Permit.Partial(u)
+	}
 	res.Permit.Keep()
 }

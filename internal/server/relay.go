@@ -11,6 +11,7 @@ import (
 
 	"github.com/tidwall/gjson"
 
+	"switchboard/internal/admit"
 	"switchboard/internal/provider"
 	"switchboard/internal/proxy"
 	"switchboard/internal/redact"
@@ -145,10 +146,15 @@ func (s *Server) pump(sw *sse.Writer, res *proxy.Result, tail streamTail, st *tr
 		if tail != nil && !tail.See(ev) {
 			continue
 		}
+		raw := ev.Raw
 		if st != nil {
 			st.See(ev, res.FirstToken)
+			var skip bool
+			if raw, skip = s.usageEvent(ev, res, st); skip {
+				continue
+			}
 		}
-		if err := sw.Write(ev.Raw); err != nil {
+		if err := sw.Write(raw); err != nil {
 			return errClientGone
 		}
 	}
@@ -177,14 +183,9 @@ func (s *Server) pump(sw *sse.Writer, res *proxy.Result, tail streamTail, st *tr
 		raw := ev.Raw
 		if st != nil {
 			st.See(&ev, s.Clock.Now())
-			if len(ev.Data) > 0 && bytes.Contains(ev.Data, usageKey) {
-				if b := spend.ReportedBill(ev.Data); b != nil {
-					res.Bill = b // a provider's own bill outranks the catalog
-				}
-				if res.StripUsage && isUsageOnly(ev.Data) {
-					continue // the gateway asked for it; the client did not
-				}
-				raw = s.costEvent(&ev, res, st)
+			var skip bool
+			if raw, skip = s.usageEvent(&ev, res, st); skip {
+				continue
 			}
 		}
 		if err := sw.Write(raw); err != nil {
@@ -194,6 +195,59 @@ func (s *Server) pump(sw *sse.Writer, res *proxy.Result, tail streamTail, st *tr
 }
 
 var usageKey = []byte(`"usage"`)
+
+// usageEvent handles an event that may carry usage: a provider bill is
+// noted (a terminal one settles the attempt, one while choices are still
+// generating is a floor: it raises the hold, never lowers it, and a later
+// estimate cannot settle below it), and cost_usd (or, for a floor,
+// provider_cost_floor_usd) is added. skip reports a usage-only chunk the
+// gateway asked for and the client did not.
+func (s *Server) usageEvent(ev *sse.Event, res *proxy.Result, st *track.Stream) (raw []byte, skip bool) {
+	if len(ev.Data) == 0 || !bytes.Contains(ev.Data, usageKey) {
+		return ev.Raw, false
+	}
+	floor := false
+	if b := spend.ReportedBill(ev.Data); b != nil {
+		if partialChunk(ev.Data) {
+			floor = true
+			res.Permit.Partial(admit.Usage{CostNanoUSD: b})
+		} else {
+			res.Bill = b // a provider's own bill outranks the catalog
+		}
+	}
+	if res.StripUsage && isUsageOnly(ev.Data) {
+		return nil, true
+	}
+	if floor {
+		return floorEvent(ev), false
+	}
+	return s.costEvent(ev, res, st), false
+}
+
+// partialChunk reports a chat or completions chunk with a choice still
+// generating (no finish_reason yet): usage it carries is not final.
+func partialChunk(data []byte) bool {
+	partial := false
+	gjson.GetBytes(data, "choices").ForEach(func(_, c gjson.Result) bool {
+		if f := c.Get("finish_reason"); !f.Exists() || f.Type == gjson.Null {
+			partial = true
+		}
+		return !partial
+	})
+	return partial
+}
+
+// floorEvent shows a nonterminal provider bill as
+// usage.provider_cost_floor_usd (what was billed so far), never as
+// cost_usd, which would read as the final cost.
+func floorEvent(ev *sse.Event) []byte {
+	usage := gjson.GetBytes(ev.Data, "usage")
+	cost := usage.Get("cost")
+	if !usage.IsObject() || cost.Type != gjson.Number {
+		return ev.Raw
+	}
+	return eventBytes(ev.Name, setUsageField(ev.Data, usage, "provider_cost_floor_usd", []byte(cost.Raw)))
+}
 
 // isUsageOnly reports a chat chunk that only carries usage (choices: []).
 func isUsageOnly(data []byte) bool {
@@ -211,14 +265,19 @@ func (s *Server) costEvent(ev *sse.Event, res *proxy.Result, st *track.Stream) [
 	if len(out) == len(ev.Data) {
 		return ev.Raw
 	}
-	b := make([]byte, 0, len(out)+len(ev.Name)+16)
-	if ev.Name != "" {
+	return eventBytes(ev.Name, out)
+}
+
+// eventBytes frames data as one SSE event named name ("" = unnamed).
+func eventBytes(name string, data []byte) []byte {
+	b := make([]byte, 0, len(data)+len(name)+16)
+	if name != "" {
 		b = append(b, "event: "...)
-		b = append(b, ev.Name...)
+		b = append(b, name...)
 		b = append(b, '\n')
 	}
 	b = append(b, "data: "...)
-	b = append(b, out...)
+	b = append(b, data...)
 	return append(b, "\n\n"...)
 }
 

@@ -3,9 +3,11 @@ package server
 import (
 	"io"
 	"log/slog"
+	"net/http"
 	"net/http/httptest"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -256,4 +258,73 @@ func TestUsageRateLimits(t *testing.T) {
 			t.Fatalf("admin view: %s", ad.Body)
 		}
 	}
+}
+
+// TestSpendSeedParity: a failed attempt the provider says it billed is
+// charged (its error body is read before the retry), and a bill reported
+// while choices are still generating is a floor: shown to the client as
+// usage.provider_cost_floor_usd (never cost_usd) and not settled below
+// when the stream ends with a smaller catalog estimate.
+func TestSpendSeedParity(t *testing.T) {
+	pricing := `auth:
+  keys:
+    k: {tenant: acme, budget_usd: 10}
+pricing:
+  up:
+    upstream-model: {input: 1, output: 1, context: 1000, max_output: 100}
+retries: {max_attempts: 2, max_rounds: 1, backoff_base: 0.01, max_backoff: 0.02}
+`
+	t.Run("a charged failure is charged", func(t *testing.T) {
+		var calls atomic.Int64
+		u := newUpstream(t, func(w http.ResponseWriter, r *http.Request, body []byte) {
+			w.Header().Set("Content-Type", "application/json")
+			if calls.Add(1) == 1 {
+				w.WriteHeader(502)
+				io.WriteString(w, `{"error":{"message":"generation failed midway","type":"server_error"},"usage":{"prompt_tokens":10,"completion_tokens":5,"cost":0.5}}`)
+				return
+			}
+			io.WriteString(w, `{"id":"x","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"ok"},"finish_reason":"stop"}],"usage":{"prompt_tokens":10,"completion_tokens":2,"cost":0.25}}`)
+		})
+		g := startGateway(t, upstreamYAML("up", u.URL, pricing))
+		if a := g.post("/v1/chat/completions", `{"model":"m","max_tokens":10,"messages":[{"role":"user","content":"hi"}]}`, "x-api-key", "k"); a.Status != 200 {
+			t.Fatalf("%d %s", a.Status, a.Body)
+		}
+		usage := g.get("/v1/usage", "x-api-key", "k")
+		if got := gjson.Get(usage.Body, "spend.settled_nano_usd").Int(); got != 750_000_000 {
+			t.Fatalf("settled %d nano-USD, want 0.5 (the billed failure) + 0.25: %s", got, usage.Body)
+		}
+	})
+	t.Run("a cut stream's usage raises the hold", func(t *testing.T) {
+		u := newUpstream(t, func(w http.ResponseWriter, r *http.Request, body []byte) {
+			w.Header().Set("Content-Type", "text/event-stream")
+			io.WriteString(w, `data: {"choices":[{"index":0,"delta":{"content":"hi"}}]}`+"\n\n")
+			io.WriteString(w, `data: {"choices":[{"index":0,"delta":{"content":" there"}}],"usage":{"prompt_tokens":10,"completion_tokens":2,"cost":0.3}}`+"\n\n")
+			// cut: no finish_reason, no [DONE]
+		})
+		g := startGateway(t, upstreamYAML("up", u.URL, pricing))
+		g.post("/v1/chat/completions", `{"model":"m","stream":true,"max_tokens":10,"messages":[{"role":"user","content":"hi"}]}`, "x-api-key", "k")
+		usage := g.get("/v1/usage", "x-api-key", "k")
+		if got := gjson.Get(usage.Body, "spend.reserved_nano_usd").Int(); got != 300_000_000 {
+			t.Fatalf("reserved %d nano-USD, want the reported 0.3 USD kept: %s", got, usage.Body)
+		}
+	})
+	t.Run("a nonterminal bill is a floor", func(t *testing.T) {
+		u := newUpstream(t, func(w http.ResponseWriter, r *http.Request, body []byte) {
+			w.Header().Set("Content-Type", "text/event-stream")
+			io.WriteString(w, `data: {"choices":[{"index":0,"delta":{"content":"hi"},"finish_reason":null}],"usage":{"prompt_tokens":10,"completion_tokens":1,"cost":0.3}}`+"\n\n")
+			io.WriteString(w, `data: {"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}`+"\n\n")
+			io.WriteString(w, `data: {"choices":[],"usage":{"prompt_tokens":10,"completion_tokens":2}}`+"\n\n")
+			io.WriteString(w, "data: [DONE]\n\n")
+		})
+		g := startGateway(t, upstreamYAML("up", u.URL, pricing))
+		a := g.post("/v1/chat/completions", `{"model":"m","stream":true,"max_tokens":10,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"hi"}]}`, "x-api-key", "k")
+		first := a.Body[:strings.Index(a.Body, "\n\n")]
+		if !strings.Contains(first, `"provider_cost_floor_usd":0.3`) || strings.Contains(first, "cost_usd\":0.3") {
+			t.Fatalf("first chunk: %s", first)
+		}
+		usage := g.get("/v1/usage", "x-api-key", "k")
+		if got := gjson.Get(usage.Body, "spend.settled_nano_usd").Int(); got != 300_000_000 {
+			t.Fatalf("settled %d nano-USD, want the 0.3 USD floor over the catalog's 12 tokens: %s", got, usage.Body)
+		}
+	})
 }
