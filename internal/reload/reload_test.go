@@ -81,7 +81,6 @@ func TestFilesFollowsTheReloadedInterval(t *testing.T) {
 	if f.Interval() != 20*time.Millisecond {
 		t.Fatalf("interval %v", f.Interval())
 	}
-	time.Sleep(30 * time.Millisecond) // let the new watch read the current content
 	os.WriteFile(path, []byte("a: 3\n"), 0o644)
 	select {
 	case tr := <-changes:
