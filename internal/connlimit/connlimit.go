@@ -86,6 +86,16 @@ func (c *conn) Close() error {
 	return err
 }
 
+// CloseWrite half-closes a TCP connection: net/http does it before closing
+// a connection it refuses, so that the client reads the refusal rather than
+// a reset. (An embedded net.Conn would hide the method.)
+func (c *conn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return nil
+}
+
 func (c *conn) clamp(t time.Time) time.Time {
 	if !c.until.IsZero() && (t.IsZero() || t.After(c.until)) {
 		return c.until

@@ -529,3 +529,27 @@ func TestDrainCutStreamIsCounted(t *testing.T) {
 		t.Fatalf("cut stream logged as:\n%s", logs)
 	}
 }
+
+// TestRefusalReachesAClientStillSending: a client still sending a large
+// body gets the refusal, not a reset (the connection is half-closed first,
+// through the listener cap's wrapper too).
+func TestRefusalReachesAClientStillSending(t *testing.T) {
+	g := startServed(t, hardenYAML)
+	big := strings.Repeat("x", 4<<20)
+	for i := range 10 {
+		for _, auth := range []string{"", "Bearer secret-token"} {
+			req, _ := http.NewRequest(http.MethodPost, "http://"+g.addr+"/v1/chat/completions", strings.NewReader(big))
+			if auth != "" {
+				req.Header.Set("Authorization", auth)
+			}
+			resp, err := (&http.Client{Transport: &http.Transport{}}).Do(req)
+			if err != nil {
+				t.Fatalf("try %d (auth %q): no answer: %v", i, auth, err)
+			}
+			resp.Body.Close()
+			if want := map[string]int{"": 401, "Bearer secret-token": 413}[auth]; resp.StatusCode != want {
+				t.Fatalf("try %d: status %d, want %d", i, resp.StatusCode, want)
+			}
+		}
+	}
+}
