@@ -122,7 +122,7 @@ func TestQueueStoppedWorkerIsFenced(t *testing.T) {
 	}()
 	first := up.waitCall(t, "fence1", 1)
 	workers[first].signal(syscall.SIGSTOP)
-	second := up.waitCall(t, "fence1", 2) // after the 1 s lease expired
+	second := up.waitCall(t, "fence1", 2) // after the 2 s lease expired
 	workers[first].signal(syscall.SIGCONT)
 	r := <-done
 	if r.status != 200 || content(r.body) != "answer fence1 by "+second {
@@ -298,7 +298,7 @@ func TestQueueOriginDeathCancelsJob(t *testing.T) {
 	go chat(context.Background(), in.URL, "m", "hang:orphan1", false)
 	up.waitCall(t, "orphan1", 1)
 	in.signal(syscall.SIGKILL)
-	deadline := time.Now().Add(8 * time.Second) // origin_lease 2 s, reaper every 200 ms
+	deadline := time.Now().Add(8 * time.Second) // origin_lease 2 s, reaper every 400 ms
 	for {
 		up.mu.Lock()
 		_, gone := up.gone["orphan1"]

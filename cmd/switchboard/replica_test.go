@@ -227,10 +227,10 @@ models:
 retries: {max_attempts: 2, max_rounds: 2, backoff_base: 0.01, max_backoff: 0.05}
 performance: {probing_enabled: false, config_poll_interval: 0}
 timeouts: {request: 30}
-redis: {url: "%[1]s"}
+redis: {url: "%[1]s", command_timeout: 2}
 queue:
   mode: redis
-  lease: 1
+  lease: 2
   origin_lease: 2
 %[4]s`, redisURL, upstreamURL, worker, extra)
 }

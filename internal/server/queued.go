@@ -38,6 +38,12 @@ type Queueing struct {
 	failed  time.Time     // the last attempt's failure
 }
 
+// ingressOp bounds one queue call of an ingress (and of the gauges and
+// health detail). Every Redis command is also bounded by
+// redis.command_timeout; this covers a pool wait and a reconnect. Unlike a
+// worker's transitions it is not tied to the lease: an ingress holds none.
+const ingressOp = 5 * time.Second
+
 // errOriginPending: the subscription failed a moment ago (Redis away);
 // requests fail fast instead of each trying again.
 var errOriginPending = errors.New("the queue subscription is not up (redis unreachable)")
@@ -58,7 +64,7 @@ func (s *Server) JoinQueue(q *queue.Queue, ingress, worker bool) {
 // queueState reads the shared queue for the gauges (bounded by the
 // queue's operation timeout).
 func (s *Server) queueState() (metrics.QueueState, bool) {
-	ctx, cancel := context.WithTimeout(context.Background(), s.queueing.Q.OpTimeout())
+	ctx, cancel := context.WithTimeout(context.Background(), ingressOp)
 	defer cancel()
 	st, err := s.queueing.Q.Stats(ctx)
 	if err != nil {
@@ -91,7 +97,7 @@ func (s *Server) queueDetail(ctx context.Context) map[string]any {
 		role = "worker"
 	}
 	out := map[string]any{"mode": "redis", "role": role, "namespace": queue.Namespace}
-	ctx, cancel := context.WithTimeout(ctx, qg.Q.OpTimeout())
+	ctx, cancel := context.WithTimeout(ctx, ingressOp)
 	defer cancel()
 	st, err := qg.Q.Stats(ctx)
 	if err != nil {
@@ -121,7 +127,7 @@ func (qg *Queueing) originFor(ctx context.Context, s *Server) (*queue.Origin, er
 		ch := make(chan struct{})
 		qg.attempt = ch
 		go func() {
-			actx, cancel := context.WithTimeout(context.Background(), qg.Q.OpTimeout())
+			actx, cancel := context.WithTimeout(context.Background(), ingressOp)
 			o, err := qg.Q.StartOrigin(actx, s.Log)
 			cancel()
 			qg.mu.Lock()
@@ -206,7 +212,7 @@ func (s *Server) dispatch(w http.ResponseWriter, r *http.Request, proto Protocol
 		writeError(w, proto, &apiError{Status: http.StatusServiceUnavailable, Type: "server_error", Code: "queue_unavailable",
 			Message: "the job queue (redis) is unavailable; retry shortly", RetryAfter: time.Second})
 	}
-	octx, cancel := context.WithTimeout(r.Context(), qg.Q.OpTimeout())
+	octx, cancel := context.WithTimeout(r.Context(), ingressOp)
 	origin, err := qg.originFor(octx, s)
 	cancel()
 	if err != nil {
@@ -225,7 +231,7 @@ func (s *Server) dispatch(w http.ResponseWriter, r *http.Request, proto Protocol
 		Request: encodeJob(r, in)}
 	watch, stop := origin.Watch(j.ID)
 	defer stop()
-	ectx, cancel := context.WithTimeout(r.Context(), qg.Q.OpTimeout())
+	ectx, cancel := context.WithTimeout(r.Context(), ingressOp)
 	_, err = qg.Q.Enqueue(ectx, j)
 	cancel()
 	switch {
@@ -259,7 +265,7 @@ type relayJob struct {
 }
 
 func (rl *relayJob) op() (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.WithoutCancel(rl.r.Context()), rl.q.OpTimeout())
+	return context.WithTimeout(context.WithoutCancel(rl.r.Context()), ingressOp)
 }
 
 // run waits for the job's messages until its terminal, the client leaving
