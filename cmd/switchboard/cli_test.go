@@ -22,6 +22,7 @@ pricing:
   paid:
     priced: {input: 1, output: 1, context: 1000, max_output: 100}
 auth:
+  metrics_token: scrape
   keys:
     sk-1: {tenant: acme, budget_usd: 1}
 `

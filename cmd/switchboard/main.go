@@ -282,11 +282,11 @@ func serve(args []string, stdout, stderr io.Writer) int {
 }
 
 // logWarnings logs what the config loader let pass but an operator should
-// see (unknown fields under config.unknown_fields: warn; route entries
-// that budgeted keys cannot use).
+// see (unknown fields under config.unknown_fields: warn; keys without any
+// operator; route entries that budgeted keys cannot use).
 func logWarnings(log *slog.Logger, cfg *config.Config) {
 	for _, w := range cfg.Warnings {
-		log.Warn("config: ignored", "problem", w)
+		log.Warn("config warning", "problem", w)
 	}
 	for _, w := range admit.BudgetWarnings(cfg) {
 		log.Warn("config: budgeted keys cannot use a provider", "problem", w)

@@ -62,6 +62,9 @@ func parse(data []byte, filename string, getenv func(string) (string, bool)) (*C
 		sort.SliceStable(l.errs, func(i, j int) bool { return l.errs[i].Line < l.errs[j].Line })
 		return nil, &l.errs
 	}
+	if w := noOperator(&c.Auth); w != "" {
+		c.Warnings = append(c.Warnings, w)
+	}
 	c.models = make(map[string]*Model, len(c.Models))
 	for _, m := range c.Models {
 		c.models[m.Name] = m
@@ -141,4 +144,23 @@ func badLine(data []byte, reported int, msg string) int {
 		}
 	}
 	return reported
+}
+
+// noOperator warns when gateway keys are configured but nobody may see the
+// whole gateway: no admin key, no auth.token (the operator's key) and no
+// auth.metrics_token, so /metrics and the providers' health are closed to
+// everyone.
+func noOperator(a *Auth) string {
+	if !a.Enabled() || a.Token != "" || a.MetricsToken != "" {
+		return ""
+	}
+	for _, keys := range []map[string]*KeySpec{a.Keys, a.FileKeys} {
+		for _, k := range keys {
+			if k.Role == RoleAdmin {
+				return ""
+			}
+		}
+	}
+	return "auth: no key has role: admin and auth.metrics_token is unset: /metrics, providers and traffic are visible to nobody " +
+		"(give an operator's key role: admin, or set auth.metrics_token for Prometheus)"
 }

@@ -59,3 +59,27 @@ func TestFirstByteAndShutdownDelay(t *testing.T) {
 		}
 	}
 }
+
+func TestNoOperatorWarning(t *testing.T) {
+	base := "providers:\n  p: {type: mock}\nmodels:\n  - name: m\n    providers: [{provider: p}]\n"
+	tests := []struct {
+		auth string
+		warn bool
+	}{
+		{"", false},
+		{"auth:\n  keys:\n    k: {tenant: a}\n", true},
+		{"auth:\n  keys:\n    k: {tenant: a}\n    o: {tenant: ops, role: admin}\n", false},
+		{"auth:\n  metrics_token: m\n  keys:\n    k: {tenant: a}\n", false},
+		{"auth:\n  token: t\n", false},
+	}
+	for _, tt := range tests {
+		c, err := Parse([]byte(base+tt.auth), "t.yaml")
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := strings.Contains(strings.Join(c.Warnings, "\n"), "no key has role: admin")
+		if got != tt.warn {
+			t.Errorf("%q: warned %v, want %v (%q)", tt.auth, got, tt.warn, c.Warnings)
+		}
+	}
+}
