@@ -111,39 +111,24 @@ func TestUnknownFieldsPolicy(t *testing.T) {
 	}
 }
 
-func TestAdvisoryPrefixConfig(t *testing.T) {
-	tests := []struct{ yaml, want, err string }{
-		{minimal, DefaultAdvisoryPrefix, ""},
-		{minimal + "limits: {advisory_prefix: X-MultiLLM-RateLimit}\n", "X-MultiLLM-RateLimit", ""},
-		{minimal + "limits: {advisory_prefix: \"X-Rate Limit\"}\n", "", "limits.advisory_prefix: must be an HTTP header name"},
-		{minimal + "limits: {advisory_prefix: \"\"}\n", "", "limits.advisory_prefix: must be an HTTP header name"},
-	}
-	for _, tt := range tests {
-		c, err := parse([]byte(tt.yaml), "t.yaml", mapEnv(nil))
-		if tt.err != "" {
-			if err == nil || !strings.Contains(err.Error(), tt.err) {
-				t.Errorf("%q: err %v", tt.yaml, err)
-			}
-			continue
-		}
-		if err != nil || c.Limits.AdvisoryPrefix != tt.want {
-			t.Errorf("%q: %v %v", tt.yaml, c, err)
-		}
-	}
-}
-
-func TestLimitsWindow(t *testing.T) {
+// TestLimitsSeedFields: limits.advisory_prefix and limits.window, their
+// defaults and their errors.
+func TestLimitsSeedFields(t *testing.T) {
+	def := Windows{WindowBucket, WindowBucket}
 	tests := []struct {
-		yaml string
-		want Windows
-		err  string
+		yaml, prefix string
+		window       Windows
+		err          string
 	}{
-		{minimal, Windows{WindowBucket, WindowBucket}, ""},
-		{minimal + "limits: {window: sliding}\n", Windows{WindowSliding, WindowSliding}, ""},
-		{minimal + "limits: {window: {rpm: sliding}}\n", Windows{WindowSliding, WindowBucket}, ""},
-		{minimal + "limits: {window: {tpm: sliding, rpm: bucket}}\n", Windows{WindowBucket, WindowSliding}, ""},
-		{minimal + "limits: {window: rolling}\n", Windows{}, "limits.window: want bucket or sliding"},
-		{minimal + "limits: {window: {daily: sliding}}\n", Windows{}, `limits.window: unknown dimension "daily"`},
+		{minimal, DefaultAdvisoryPrefix, def, ""},
+		{minimal + "limits: {advisory_prefix: X-MultiLLM-RateLimit}\n", "X-MultiLLM-RateLimit", def, ""},
+		{minimal + "limits: {advisory_prefix: \"X-Rate Limit\"}\n", "", def, "limits.advisory_prefix: must be an HTTP header name"},
+		{minimal + "limits: {advisory_prefix: \"\"}\n", "", def, "limits.advisory_prefix: must be an HTTP header name"},
+		{minimal + "limits: {window: sliding}\n", DefaultAdvisoryPrefix, Windows{WindowSliding, WindowSliding}, ""},
+		{minimal + "limits: {window: {rpm: sliding}}\n", DefaultAdvisoryPrefix, Windows{WindowSliding, WindowBucket}, ""},
+		{minimal + "limits: {window: {tpm: sliding, rpm: bucket}}\n", DefaultAdvisoryPrefix, Windows{WindowBucket, WindowSliding}, ""},
+		{minimal + "limits: {window: rolling}\n", "", def, "limits.window: want bucket or sliding"},
+		{minimal + "limits: {window: {daily: sliding}}\n", "", def, `limits.window: unknown dimension "daily"`},
 	}
 	for _, tt := range tests {
 		c, err := parse([]byte(tt.yaml), "t.yaml", mapEnv(nil))
@@ -153,8 +138,9 @@ func TestLimitsWindow(t *testing.T) {
 			}
 			continue
 		}
-		if err != nil || c.Limits.Window != tt.want || c.Limits.Window.Sliding("rpm") != (tt.want.RPM == WindowSliding) {
-			t.Errorf("%q: %+v %v", tt.yaml, c, err)
+		if err != nil || c.Limits.AdvisoryPrefix != tt.prefix || c.Limits.Window != tt.window ||
+			c.Limits.Window.Sliding("rpm") != (tt.window.RPM == WindowSliding) || c.Limits.Window.Sliding("tpm") != (tt.window.TPM == WindowSliding) {
+			t.Errorf("%q: %+v %v", tt.yaml, c.Limits, err)
 		}
 	}
 }
