@@ -274,6 +274,14 @@ pricing:
     upstream-model: {input: 1, output: 1, context: 1000, max_output: 100}
 retries: {max_attempts: 2, max_rounds: 1, backoff_base: 0.01, max_backoff: 0.02}
 `
+	// spent reads the key's spend field (nano-USD) from /v1/usage.
+	spent := func(t *testing.T, g *gateway, field string, want int64, why string) {
+		t.Helper()
+		usage := g.get("/v1/usage", "x-api-key", "k")
+		if got := gjson.Get(usage.Body, "spend."+field).Int(); got != want {
+			t.Fatalf("%s %d nano-USD, want %s: %s", field, got, why, usage.Body)
+		}
+	}
 	t.Run("a charged failure is charged", func(t *testing.T) {
 		var calls atomic.Int64
 		u := newUpstream(t, func(w http.ResponseWriter, r *http.Request, body []byte) {
@@ -289,10 +297,7 @@ retries: {max_attempts: 2, max_rounds: 1, backoff_base: 0.01, max_backoff: 0.02}
 		if a := g.post("/v1/chat/completions", `{"model":"m","max_tokens":10,"messages":[{"role":"user","content":"hi"}]}`, "x-api-key", "k"); a.Status != 200 {
 			t.Fatalf("%d %s", a.Status, a.Body)
 		}
-		usage := g.get("/v1/usage", "x-api-key", "k")
-		if got := gjson.Get(usage.Body, "spend.settled_nano_usd").Int(); got != 750_000_000 {
-			t.Fatalf("settled %d nano-USD, want 0.5 (the billed failure) + 0.25: %s", got, usage.Body)
-		}
+		spent(t, g, "settled_nano_usd", 750_000_000, "0.5 (the billed failure) + 0.25")
 	})
 	t.Run("a cut stream's usage raises the hold", func(t *testing.T) {
 		u := newUpstream(t, func(w http.ResponseWriter, r *http.Request, body []byte) {
@@ -303,10 +308,7 @@ retries: {max_attempts: 2, max_rounds: 1, backoff_base: 0.01, max_backoff: 0.02}
 		})
 		g := startGateway(t, upstreamYAML("up", u.URL, pricing))
 		g.post("/v1/chat/completions", `{"model":"m","stream":true,"max_tokens":10,"messages":[{"role":"user","content":"hi"}]}`, "x-api-key", "k")
-		usage := g.get("/v1/usage", "x-api-key", "k")
-		if got := gjson.Get(usage.Body, "spend.reserved_nano_usd").Int(); got != 300_000_000 {
-			t.Fatalf("reserved %d nano-USD, want the reported 0.3 USD kept: %s", got, usage.Body)
-		}
+		spent(t, g, "reserved_nano_usd", 300_000_000, "the reported 0.3 USD kept")
 	})
 	t.Run("a nonterminal bill is a floor", func(t *testing.T) {
 		u := newUpstream(t, func(w http.ResponseWriter, r *http.Request, body []byte) {
@@ -322,9 +324,6 @@ retries: {max_attempts: 2, max_rounds: 1, backoff_base: 0.01, max_backoff: 0.02}
 		if !strings.Contains(first, `"provider_cost_floor_usd":0.3`) || strings.Contains(first, "cost_usd\":0.3") {
 			t.Fatalf("first chunk: %s", first)
 		}
-		usage := g.get("/v1/usage", "x-api-key", "k")
-		if got := gjson.Get(usage.Body, "spend.settled_nano_usd").Int(); got != 300_000_000 {
-			t.Fatalf("settled %d nano-USD, want the 0.3 USD floor over the catalog's 12 tokens: %s", got, usage.Body)
-		}
+		spent(t, g, "settled_nano_usd", 300_000_000, "the 0.3 USD floor over the catalog's 12 tokens")
 	})
 }
