@@ -34,7 +34,14 @@ type loader struct {
 	// unknown holds unknown-field problems until config.unknown_fields is
 	// known.
 	unknown Errors
+	// walked counts the values decoded, aliases expanded: a few KB of
+	// nested aliases would otherwise expand to billions (see maxValues).
+	walked int
 }
+
+// maxValues bounds the values one config may expand to through aliases;
+// real configs have a few thousand, a large one tens of thousands.
+const maxValues = 100_000
 
 func newLoader(file string, getenv func(string) (string, bool)) *loader {
 	return &loader{
@@ -165,6 +172,12 @@ func (l *loader) expand(n *yaml.Node, path string) bool {
 // walk decodes n into v, recording field positions on the way.
 func (l *loader) walk(n *yaml.Node, v reflect.Value, path string) {
 	n = deref(n)
+	if l.walked++; l.walked > maxValues {
+		if l.walked == maxValues+1 {
+			l.decodeErr(n.Line, path, "the file expands to more than %d values through aliases (*name); refusing it", maxValues)
+		}
+		return
+	}
 	if n.Kind == yaml.ScalarNode && !l.expand(n, path) {
 		return
 	}
