@@ -69,22 +69,27 @@ const queueUsage = `usage:
 
 // queueCmd is the operator's view of the shared queue.
 func queueCmd(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("queue", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := flagSet("queue", stdout, stderr)
 	path := fs.String("config", envOr("CONFIG_FILE", "config/config.yaml"), "config file naming redis.url (env CONFIG_FILE)")
 	limit := fs.Int("limit", 100, "dlq list: at most this many entries")
 	// Flags may come after the words: parse words and flags in any order.
 	var words []string
 	for len(args) > 0 {
 		if err := fs.Parse(args); err != nil {
-			return 2
+			if errors.Is(err, flag.ErrHelp) {
+				fmt.Fprintln(stdout, queueUsage)
+			}
+			return parseExit(err)
 		}
 		args = fs.Args()
 		if len(args) > 0 {
 			words, args = append(words, args[0]), args[1:]
 		}
 	}
-	if len(words) == 0 {
+	valid := len(words) == 1 && words[0] == "stats" ||
+		len(words) == 2 && words[0] == "dlq" && words[1] == "list" ||
+		len(words) == 3 && words[0] == "dlq" && (words[1] == "show" || words[1] == "retry" || words[1] == "drop")
+	if !valid {
 		fmt.Fprintln(stderr, queueUsage)
 		return 2
 	}

@@ -312,3 +312,27 @@ func TestQueueOriginDeathCancelsJob(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// The queue CLI's usage and refusals.
+func TestQueueCLIUsage(t *testing.T) {
+	dir := t.TempDir()
+	noRedis := filepath.Join(dir, "c.yaml")
+	os.WriteFile(noRedis, []byte("providers:\n  a: {type: mock}\nmodels:\n  - name: m\n    providers: [{provider: a}]\n"), 0o644)
+	t.Setenv("SWITCHBOARD_REDIS_URL", "")
+	for _, tc := range []struct {
+		args []string
+		code int
+		out  string
+	}{
+		{[]string{"queue", "--help"}, 0, "switchboard queue dlq show|retry|drop ID"},
+		{[]string{"queue"}, 2, "usage:"},
+		{[]string{"queue", "frob", "--config", noRedis}, 2, "usage:"},
+		{[]string{"queue", "stats", "--config", noRedis}, 1, "no redis.url"},
+	} {
+		var out, errb bytes.Buffer
+		code := run(tc.args, &out, &errb)
+		if code != tc.code || !strings.Contains(out.String()+errb.String(), tc.out) {
+			t.Errorf("%v: exit %d (want %d)\n%s%s", tc.args, code, tc.code, out.String(), errb.String())
+		}
+	}
+}
