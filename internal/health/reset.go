@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/tidwall/gjson"
+
+	"switchboard/internal/jsoncheck"
 )
 
 // MaxStatedWait caps any wait an upstream states: a day.
@@ -144,7 +146,7 @@ var proseWait = regexp.MustCompile(`(?i)(?:try again|retry|resets?|available aga
 var prosePart = regexp.MustCompile(`(?i)(\d+(?:\.\d+)?)\s*(ms|milliseconds?|s|secs?|seconds?|m|mins?|minutes?|h|hours?)`)
 
 func bodyWait(body []byte, now time.Time) (time.Duration, bool) {
-	if gjson.ValidBytes(body) {
+	if jsoncheck.Valid(body) {
 		for _, prefix := range []string{"", "error."} {
 			r := gjson.ParseBytes(body)
 			if v := r.Get(prefix + "retry_after_ms"); v.Exists() {

@@ -5,6 +5,7 @@ import (
 
 	"github.com/tidwall/gjson"
 
+	"switchboard/internal/jsoncheck"
 	"switchboard/internal/provider"
 	"switchboard/internal/sse"
 )
@@ -73,7 +74,7 @@ func choicesGate(ev *sse.Event, token func(choice gjson.Result) bool) Verdict {
 	if ev.Done() {
 		return Fail // [DONE] before any content: nothing was answered
 	}
-	if !gjson.ValidBytes(ev.Data) {
+	if !jsoncheck.Valid(ev.Data) {
 		return Fail // a broken line before the first token: try elsewhere
 	}
 	r := gjson.Parse(unsafe.String(unsafe.SliceData(ev.Data), len(ev.Data)))

@@ -19,12 +19,12 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/tidwall/gjson"
 	"github.com/tidwall/sjson"
 
 	"switchboard/internal/admit"
 	"switchboard/internal/clock"
 	"switchboard/internal/health"
+	"switchboard/internal/jsoncheck"
 	"switchboard/internal/metrics"
 	"switchboard/internal/provider"
 	"switchboard/internal/route"
@@ -522,7 +522,7 @@ func (p *Proxy) send(ctx context.Context, c *Call, cand *route.Candidate, req *p
 			errors.As(rerr, &perr)
 			return nil, timeout(perr)
 		}
-		if !checked && !gjson.ValidBytes(body) {
+		if !checked && !jsoncheck.Valid(body) {
 			// A 200 with HTML or a truncated document is the provider's
 			// failure, not an answer to relay.
 			return nil, &provider.Error{Kind: provider.KindBadResponse, Status: resp.Status, Msg: "upstream answer is not valid JSON"}

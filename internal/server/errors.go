@@ -9,6 +9,7 @@ import (
 
 	"github.com/tidwall/gjson"
 
+	"switchboard/internal/jsoncheck"
 	"switchboard/internal/proxy"
 	"switchboard/internal/redact"
 	"switchboard/internal/translate"
@@ -93,7 +94,7 @@ type failureDetail struct {
 // may echo the request's Authorization header in its error.
 func writeFailure(w http.ResponseWriter, proto Protocol, f *proxy.Failure, secrets *redact.Secrets) {
 	last := f.Last
-	if last != nil && last.Status >= 400 && len(last.Body) > 0 && singleProvider(f.Attempts) && gjson.ValidBytes(last.Body) &&
+	if last != nil && last.Status >= 400 && len(last.Body) > 0 && singleProvider(f.Attempts) && jsoncheck.Valid(last.Body) &&
 		gjson.GetBytes(last.Body, "error").Exists() {
 		h := w.Header()
 		copyUpstreamHeaders(h, last.Header)

@@ -15,6 +15,7 @@ import (
 
 	"switchboard/internal/admit"
 	"switchboard/internal/config"
+	"switchboard/internal/jsoncheck"
 	"switchboard/internal/provider"
 	"switchboard/internal/proxy"
 	"switchboard/internal/route"
@@ -273,7 +274,10 @@ func tooLarge(limit int64) *apiError {
 // duplicate top-level key is refused: parsers disagree on which copy wins,
 // so routing, billing and the upstream could each see another model.
 func inspectBody(body []byte) (model string, stream bool, e *apiError) {
-	if !gjson.ValidBytes(body) {
+	if !jsoncheck.DepthOK(body, jsoncheck.MaxDepth) {
+		return "", false, errInvalid(fmt.Sprintf("request body nests arrays or objects deeper than %d levels", jsoncheck.MaxDepth))
+	}
+	if !gjson.ValidBytes(body) { // depth checked just above
 		var v json.RawMessage
 		err := json.Unmarshal(body, &v)
 		msg := "request body is not valid JSON"

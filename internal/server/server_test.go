@@ -504,3 +504,21 @@ func TestUnaryAnswerIsCountedBeforeItLeaves(t *testing.T) {
 		}
 	}
 }
+
+// A body nested a million deep is refused before any recursive parser sees
+// it: gjson's validator recursed once per level, growing the stack to
+// hundreds of MB for a 2 MB body and past Go's limit (a fatal error) for a
+// larger one.
+func TestDeeplyNestedBodyIsRefused(t *testing.T) {
+	g := startGateway(t, mockYAML("m", "a")+"limits: {max_request_body: 4194304}\n")
+	body := `{"model":"m","messages":[{"role":"user","content":"hi"}],"x":` + strings.Repeat("[", 1_000_000) + strings.Repeat("]", 1_000_000) + `}`
+	a := g.post("/v1/chat/completions", body)
+	if a.Status != 400 || !strings.Contains(a.Body, "deeper than 512") || g.mock("a").Calls() != 0 {
+		t.Fatalf("status %d, upstream calls %d: %s", a.Status, g.mock("a").Calls(), a.Body)
+	}
+	// Nesting well within the bound is an ordinary request.
+	ok := `{"model":"m","messages":[{"role":"user","content":"hi"}],"metadata":{"x":` + strings.Repeat("[", 100) + strings.Repeat("]", 100) + `}}`
+	if a := g.post("/v1/chat/completions", ok); a.Status != 200 {
+		t.Fatalf("100 levels: %d %s", a.Status, a.Body)
+	}
+}

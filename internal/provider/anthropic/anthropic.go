@@ -9,10 +9,9 @@ import (
 	"errors"
 	"net/http"
 
-	"github.com/tidwall/gjson"
-
 	api "switchboard/internal/api/anthropic"
 	"switchboard/internal/config"
+	"switchboard/internal/jsoncheck"
 	"switchboard/internal/provider"
 	"switchboard/internal/provider/translated"
 	"switchboard/internal/translate"
@@ -94,7 +93,7 @@ func (p *Provider) passthrough(ctx context.Context, req *provider.Request) (*pro
 	if err != nil {
 		return nil, err
 	}
-	if !provider.IsJSONContentType(ct) || !gjson.ValidBytes(body) {
+	if !provider.IsJSONContentType(ct) || !jsoncheck.Valid(body) {
 		return nil, translated.BadResponse(resp.StatusCode, "upstream answered 200 with a body that is not JSON")
 	}
 	return &provider.Response{Status: resp.StatusCode, Header: resp.Header, Body: provider.NopBody(body)}, nil
@@ -129,7 +128,7 @@ func (p *Provider) chat(ctx context.Context, req *provider.Request) (*provider.R
 	if err != nil {
 		return nil, err
 	}
-	if !provider.IsJSONContentType(ct) || !gjson.ValidBytes(body) {
+	if !provider.IsJSONContentType(ct) || !jsoncheck.Valid(body) {
 		return nil, translated.BadResponse(resp.StatusCode, "upstream answered 200 with a body that is not JSON")
 	}
 	out, _, err := t.Response(body)

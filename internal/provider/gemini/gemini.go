@@ -10,9 +10,8 @@ import (
 	"net/url"
 	"strings"
 
-	"github.com/tidwall/gjson"
-
 	"switchboard/internal/config"
+	"switchboard/internal/jsoncheck"
 	"switchboard/internal/provider"
 	"switchboard/internal/provider/translated"
 	"switchboard/internal/translate"
@@ -106,7 +105,7 @@ func (p *Provider) Send(ctx context.Context, req *provider.Request) (*provider.R
 	if err != nil {
 		return nil, err
 	}
-	if !provider.IsJSONContentType(ct) || !gjson.ValidBytes(body) {
+	if !provider.IsJSONContentType(ct) || !jsoncheck.Valid(body) {
 		return nil, translated.BadResponse(resp.StatusCode, "upstream answered 200 with a body that is not JSON")
 	}
 	out, _, err := t.Response(body)

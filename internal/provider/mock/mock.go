@@ -19,6 +19,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"switchboard/internal/config"
+	"switchboard/internal/jsoncheck"
 	"switchboard/internal/provider"
 )
 
@@ -217,7 +218,7 @@ func (p *Provider) newJob(n int64, req *provider.Request, f Fault) (*job, *provi
 	default:
 		return nil, invalid(http.StatusNotFound, "mock: unknown endpoint "+strconv.Quote(string(req.Endpoint)))
 	}
-	if !gjson.ValidBytes(req.Body) {
+	if !jsoncheck.Valid(req.Body) {
 		return nil, invalid(http.StatusBadRequest, "We could not parse the JSON body of your request.")
 	}
 	body := gjson.ParseBytes(req.Body)

@@ -8,9 +8,8 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/tidwall/gjson"
-
 	"switchboard/internal/config"
+	"switchboard/internal/jsoncheck"
 	"switchboard/internal/provider"
 )
 
@@ -59,7 +58,7 @@ func (p *Provider) Send(ctx context.Context, req *provider.Request) (*provider.R
 	if err != nil {
 		return nil, err
 	}
-	if !provider.IsJSONContentType(ct) || !gjson.ValidBytes(body) {
+	if !provider.IsJSONContentType(ct) || !jsoncheck.Valid(body) {
 		return nil, &provider.Error{Kind: provider.KindBadResponse, Status: resp.StatusCode,
 			Msg: "upstream answered 200 with a body that is not JSON"}
 	}
