@@ -218,6 +218,9 @@ func (c *Controller) Admit(ctx context.Context, ai AttemptInfo) (*Permit, *Refus
 		releaseSlot()
 		c.m.rejected.WithLabelValues(ai.Provider, ReasonBudget).Inc()
 		ra := retryAfter(d.Wait)
+		if r := c.heldByRunning(ctx, a, d); r != nil {
+			return nil, r
+		}
 		if left := a.Budget - d.Spent; left > 0 && !a.HoldRemaining {
 			c.m.skipped.WithLabelValues(ai.Provider, ai.Model, CodeRequestTooCostly).Inc()
 			return nil, tooBig(a, q, left, ra)
@@ -250,6 +253,26 @@ func (c *Controller) Admit(ctx context.Context, ai AttemptInfo) (*Permit, *Refus
 		}
 	}
 	return pm, nil
+}
+
+// heldByRunning is the refusal of a request that would fit the budget if
+// the reservations of requests still running were settled: they come back
+// (all but what is actually spent) within a request's time, so the remedy
+// is a short wait, not a smaller request or the window's end. It reads the
+// window's split of reserved and settled, on this refusal path only; nil
+// when the split cannot be read or the request does not fit anyway.
+func (c *Controller) heldByRunning(ctx context.Context, a *store.Admission, d *store.Decision) *Refusal {
+	if a.HoldRemaining || a.Hold > a.Budget {
+		return nil
+	}
+	u, err := c.st.Usage(context.WithoutCancel(ctx), store.UsageQuery{Now: a.Now, Tenant: a.Tenant, WindowSecs: a.WindowSecs})
+	if err != nil || u.Reserved <= 0 || a.Hold > a.Budget-u.Settled {
+		return nil
+	}
+	return &Refusal{Status: 429, Code: CodeBudget, Type: "insufficient_quota", Scope: ScopeRequest, RetryAfter: 1,
+		Message: fmt.Sprintf("%s USD of this key's budget of %s USD is held by requests still running (%s USD settled); "+
+			"this request reserves up to %s USD and fits once they settle: retry in a moment",
+			spend.FormatUSD(u.Reserved), spend.FormatUSD(a.Budget), spend.FormatUSD(u.Settled), spend.FormatUSD(a.Hold))}
 }
 
 // tooBig is the refusal of a request whose own worst-case reservation
