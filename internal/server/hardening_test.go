@@ -162,13 +162,23 @@ func (g *served) chatOK(t *testing.T) {
 // TestMaxConnections: at limits.max_connections, /health and /ready still
 // answer on spare connections, other paths get 503 at once, and
 // connections beyond the spares are closed at accept instead of held.
+// openConns reads the connection counts; -1 until Serve has installed its
+// listener (startServed runs it on another goroutine).
+func openConns(g *served) (regular, spare int64) {
+	l := g.conns.Load()
+	if l == nil {
+		return -1, -1
+	}
+	return l.Open()
+}
+
 func TestMaxConnections(t *testing.T) {
 	g := startServed(t, hardenYAML+"  max_connections: 3\n")
 	idle := make([]net.Conn, 3)
 	for i := range idle {
 		idle[i] = g.raw(t, "")
 	}
-	waitFor(t, func() bool { n, _ := g.conns.Load().Open(); return n == 3 })
+	waitFor(t, func() bool { n, _ := openConns(g); return n == 3 })
 
 	for _, path := range []string{"/health", "/ready"} {
 		c := g.raw(t, "GET "+path+" HTTP/1.1\r\nHost: x\r\n\r\n")
@@ -185,7 +195,7 @@ func TestMaxConnections(t *testing.T) {
 	for range spareConns {
 		g.raw(t, "")
 	}
-	waitFor(t, func() bool { _, n := g.conns.Load().Open(); return n == spareConns })
+	waitFor(t, func() bool { _, n := openConns(g); return n == spareConns })
 	over := g.raw(t, "")
 	_ = over.SetReadDeadline(time.Now().Add(3 * time.Second))
 	if _, err := over.Read(make([]byte, 1)); err == nil || isTimeout(err) {
@@ -196,7 +206,7 @@ func TestMaxConnections(t *testing.T) {
 	for _, c := range idle {
 		c.Close()
 	}
-	waitFor(t, func() bool { n, _ := g.conns.Load().Open(); return n < 3 })
+	waitFor(t, func() bool { n, _ := openConns(g); return n < 3 })
 	g.chatOK(t)
 }
 
