@@ -109,19 +109,59 @@ func TestGroupCommitBudgetUnderConcurrency(t *testing.T) {
 }
 
 // A second process (here: a second open) cannot take a ledger file that
-// is in use: it is refused with a message saying why, rather than
-// counting beside the first.
+// is in use: it is told at once that it waits (the waiting callback, which
+// Open turns into a log line), and refused after the bounded wait with a
+// message saying why, rather than counting beside the first. A free file
+// is opened without any wait being announced.
 func TestSQLiteFileHasOneOwner(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "g.db")
+	waits := 0
+	first, err := openSQLite(path, LockWait, func() { waits++ })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer first.Close()
+	if waits != 0 {
+		t.Fatalf("a free file announced %d waits", waits)
+	}
+	admit(t, first, adm(t0, "acme"))
+	_, err = openSQLite(path, 50*time.Millisecond, func() { waits++ })
+	if err == nil || !strings.Contains(err.Error(), "locked by another switchboard process (waited 50ms)") ||
+		!strings.Contains(err.Error(), "store.path") {
+		t.Fatalf("second open: %v", err)
+	}
+	if waits != 1 {
+		t.Fatalf("the wait was announced %d times, want once before waiting", waits)
+	}
+}
+
+// When the holder lets go during the wait, the waiting open gets the file
+// (with what the holder wrote) instead of failing.
+func TestSQLiteWaitsForTheLockHolder(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "g.db")
 	first, err := OpenSQLite(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer first.Close()
 	admit(t, first, adm(t0, "acme"))
-	_, err = openSQLite(path, 50*time.Millisecond)
-	if err == nil || !strings.Contains(err.Error(), "another switchboard process") {
-		t.Fatalf("second open: %v", err)
+	released := false
+	// The holder closes as the wait is announced, so the wait that
+	// follows ends at once; no sleep decides the order.
+	second, err := openSQLite(path, 10*time.Second, func() {
+		released = true
+		if err := first.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	if err != nil {
+		t.Fatalf("open after the holder let go: %v", err)
+	}
+	defer second.Close()
+	if !released {
+		t.Fatal("the held file was opened without announcing a wait")
+	}
+	if n := second.(*local).led.(*sqlLedger).count; n != 1 {
+		t.Fatalf("%d attempt records, want the holder's 1", n)
 	}
 }
 

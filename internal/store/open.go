@@ -13,7 +13,8 @@ const DefaultFile = "switchboard.db"
 // Open opens the store a config asks for: Redis when redis.url is set
 // (shared by the fleet; store.backend is then unused), else memory, or
 // SQLite at store.path (default stateDir/switchboard.db). log receives the
-// Redis store's availability transitions (nil: slog.Default).
+// Redis store's availability transitions and the wait for a SQLite file
+// another process holds (nil: slog.Default).
 func Open(cfg *config.Config, stateDir string, log *slog.Logger) (Store, error) {
 	if cfg.Redis.Enabled() {
 		return OpenRedis(RedisOptions{URL: cfg.Redis.URL, CommandTimeout: cfg.Redis.CommandTimeout.D(),
@@ -26,5 +27,12 @@ func Open(cfg *config.Config, stateDir string, log *slog.Logger) (Store, error) 
 	if path == "" {
 		path = filepath.Join(stateDir, DefaultFile)
 	}
-	return OpenSQLite(path)
+	if log == nil {
+		log = slog.Default()
+	}
+	// Another process holding the file is waited for, visibly and for a
+	// bounded time (LockWait), not silently.
+	return openSQLite(path, LockWait, func() {
+		log.Warn("waiting for the store lock held by another process…", "path", path, "up_to", LockWait.String())
+	})
 }

@@ -12,7 +12,8 @@ import (
 	"strconv"
 	"time"
 
-	_ "modernc.org/sqlite" // pure-Go driver "sqlite": no cgo in CI
+	"modernc.org/sqlite" // pure-Go driver "sqlite": no cgo in CI
+	sqlite3 "modernc.org/sqlite/lib"
 )
 
 // schema is applied at open; every statement is idempotent.
@@ -101,7 +102,7 @@ var statements = []string{qReclaim, qMinExpiry, qPruneMinutes, qPruneWindows, qM
 // last ones, never corrupt the file), and write transactions that take the
 // lock at BEGIN. The busy timeout comes first (journal_mode already
 // needs the lock), locking_mode before journal_mode.
-func DSN(path string) string { return dsn(path, 5*time.Second) }
+func DSN(path string) string { return dsn(path, LockWait) }
 
 func dsn(path string, busy time.Duration) string {
 	return "file:" + (&url.URL{Path: path}).EscapedPath() +
@@ -109,28 +110,43 @@ func dsn(path string, busy time.Duration) string {
 		"&_pragma=locking_mode(EXCLUSIVE)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_txlock=immediate"
 }
 
+// LockWait bounds how long opening a SQLite file waits for the lock of
+// another process that has it open; then the open fails saying so.
+const LockWait = 5 * time.Second
+
 // OpenSQLite opens (creating it and its directory) the SQLite store at path.
 // The process owns the file (exclusive lock, see DSN): the rate buckets,
 // the cached counters and the retained-record count live in it. Writes go
 // through a group committer (group.go).
-func OpenSQLite(path string) (Store, error) { return openSQLite(path, 5*time.Second) }
+func OpenSQLite(path string) (Store, error) { return openSQLite(path, LockWait, nil) }
 
-func openSQLite(path string, busy time.Duration) (Store, error) {
+// openSQLite first tries the lock without waiting; when another process
+// holds it, waiting() is told (so that the wait is not silent) and the
+// open waits up to wait for it.
+func openSQLite(path string, wait time.Duration, waiting func()) (Store, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return nil, fmt.Errorf("store: %w", err)
 	}
-	db, err := sql.Open("sqlite", dsn(path, busy))
-	if err != nil {
-		return nil, fmt.Errorf("store: open %s: %w", path, err)
+	db, err := openLocked(path, 0)
+	if isBusy(err) {
+		if waiting != nil {
+			waiting()
+		}
+		db, err = openLocked(path, wait)
 	}
-	// One connection: decisions are serialized anyway, and a single writer
-	// never meets SQLITE_BUSY from itself.
-	db.SetMaxOpenConns(1)
+	if isBusy(err) {
+		return nil, fmt.Errorf("store: %s is locked by another switchboard process (waited %s): "+
+			"each process needs its own store.path (or STATE_DIR), or redis.url for a fleet: %w", path, wait, err)
+	}
+	if err != nil {
+		return nil, err
+	}
 	ctx := context.Background()
-	if _, err := db.ExecContext(ctx, schema); err != nil {
+	// busy_timeout is per connection: the first try's 0 is replaced by the
+	// usual bound for the one connection's life.
+	if _, err := db.ExecContext(ctx, "PRAGMA busy_timeout = "+strconv.FormatInt(wait.Milliseconds(), 10)); err != nil {
 		db.Close()
-		return nil, fmt.Errorf("store: init %s (is another switchboard process using this file? "+
-			"each process needs its own store.path, or redis.url for a fleet): %w", path, err)
+		return nil, fmt.Errorf("store: %w", err)
 	}
 	l := &sqlLedger{db: db, stmts: map[string]*sql.Stmt{}}
 	l.forget()
@@ -150,6 +166,34 @@ func openSQLite(path string, busy time.Duration) (Store, error) {
 	s := newLocal(l)
 	s.group = newCommitter(s)
 	return s, nil
+}
+
+// openLocked opens path, takes its lock (waiting up to busy for it) and
+// applies the schema.
+func openLocked(path string, busy time.Duration) (*sql.DB, error) {
+	db, err := sql.Open("sqlite", dsn(path, busy))
+	if err != nil {
+		return nil, fmt.Errorf("store: open %s: %w", path, err)
+	}
+	// One connection: decisions are serialized anyway, and a single writer
+	// never meets SQLITE_BUSY from itself.
+	db.SetMaxOpenConns(1)
+	if _, err := db.ExecContext(context.Background(), schema); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("store: init %s: %w", path, err)
+	}
+	return db, nil
+}
+
+// isBusy: err is SQLite's "the file is locked" (by another process: this
+// one uses a single connection).
+func isBusy(err error) bool {
+	var se *sqlite.Error
+	if !errors.As(err, &se) {
+		return false
+	}
+	code := se.Code() & 0xff // the primary code of an extended one
+	return code == sqlite3.SQLITE_BUSY || code == sqlite3.SQLITE_LOCKED
 }
 
 // sqlLedger is the SQLite ledger. The process owns the file, so the
