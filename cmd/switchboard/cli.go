@@ -10,20 +10,33 @@ import (
 	"strings"
 )
 
-// command is one subcommand: its synopsis and one line on what it does,
-// for --help.
+// command is one subcommand: its usage lines (every flag it accepts; a
+// test holds them to its flag set) and one line on what it does, for
+// --help.
 type command struct {
-	name, synopsis, what string
+	name  string
+	usage []string
+	what  string
 }
 
 var commands = []command{
-	{"serve", "switchboard [serve] [--config FILE] [--listen ADDR] [--pprof ADDR]", "run the gateway (the default command)"},
-	{"check", "switchboard check [--config FILE] CONFIG...", "validate config files: every problem as file:line: field: message, then warnings"},
-	{"prices", "switchboard prices [--config FILE]", "print the effective pricing table (catalog + config overrides)"},
-	{"queue", "switchboard queue stats | dlq list|show ID|retry ID|drop ID [--config FILE]", "inspect the shared job queue (queue.mode: redis)"},
-	{"healthcheck", "switchboard healthcheck [--url URL]", "exit 0 when the gateway's /health answers 200 (the image's HEALTHCHECK)"},
-	{"version", "switchboard version | --version", "print the version, VCS revision and Go version"},
-	{"help", "switchboard help | --help", "print this help"},
+	{"serve", []string{"switchboard [serve] [--config FILE] [--listen ADDR] [--role ROLE] [--pprof ADDR]"},
+		"run the gateway (the default command); --role: ingress, worker or all (with queue.mode: redis)"},
+	{"check", []string{"switchboard check [--config FILE] CONFIG..."},
+		"validate config files: every problem as file:line: field: message, then warnings"},
+	{"prices", []string{"switchboard prices [--config FILE]"},
+		"print the effective pricing table (catalog + config overrides)"},
+	{"queue", []string{
+		"switchboard queue stats [--config FILE]",
+		"switchboard queue dlq list [--limit N] [--config FILE]",
+		"switchboard queue dlq show|retry|drop ID [--config FILE]"},
+		"inspect the shared job queue (queue.mode: redis)"},
+	{"healthcheck", []string{"switchboard healthcheck [--url URL] [--timeout DURATION]"},
+		"exit 0 when the gateway's /health answers 200 (the image's HEALTHCHECK)"},
+	{"version", []string{"switchboard version | --version"},
+		"print the version, VCS revision and Go version"},
+	{"help", []string{"switchboard help [COMMAND] | --help"},
+		"print this help, or one command's usage and flags"},
 }
 
 // usageText lists every subcommand with one line each.
@@ -31,75 +44,142 @@ func usageText() string {
 	var b strings.Builder
 	b.WriteString("Switchboard: one OpenAI-compatible endpoint in front of many LLM providers.\n\nusage:\n")
 	for _, c := range commands {
-		fmt.Fprintf(&b, "  %s\n      %s\n", c.synopsis, c.what)
+		for _, u := range c.usage {
+			fmt.Fprintf(&b, "  %s\n", u)
+		}
+		fmt.Fprintf(&b, "      %s\n", c.what)
 	}
-	b.WriteString("\nTry it without API keys: switchboard --config examples/demo.yaml\n")
+	b.WriteString("\nswitchboard COMMAND --help prints one command's flags.\n")
+	b.WriteString("Try it without API keys: switchboard --config examples/demo.yaml\n")
 	b.WriteString("Environment: CONFIG_FILE, PORT, BIND, STATE_DIR, SWITCHBOARD_ENV, SWITCHBOARD_REDIS_URL (see the README).")
 	return b.String()
 }
 
-// synopsis returns a subcommand's usage line.
+// synopsis returns a subcommand's usage lines and what it does.
 func synopsis(name string) string {
 	for _, c := range commands {
 		if c.name == name {
-			return "usage: " + c.synopsis + "\n  " + c.what
+			return "usage: " + strings.Join(c.usage, "\n       ") + "\n  " + c.what
 		}
 	}
 	return ""
 }
 
-// flagSet is a subcommand's flag set whose -h/--help prints the same
-// usage line as --help, then the flags, to stdout.
-func flagSet(name string, stdout, stderr io.Writer) *flag.FlagSet {
+// flags is a subcommand's flag set. Its --help prints the command's usage
+// lines and flags to stdout (exit 0); a bad flag prints the error and the
+// same to stderr (exit 2). Every subcommand parses through it, so their
+// help looks and exits alike.
+type flags struct {
+	*flag.FlagSet
+	stdout, stderr io.Writer
+}
+
+func flagSet(name string, stdout, stderr io.Writer) *flags {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprintln(stdout, synopsis(name))
-		fs.SetOutput(stdout)
-		fs.PrintDefaults()
-		fs.SetOutput(stderr)
-	}
-	return fs
+	fs.SetOutput(stderr) // the flag package's own error line
+	fs.Usage = func() {} // parse prints the usage, to the right stream
+	return &flags{FlagSet: fs, stdout: stdout, stderr: stderr}
 }
 
-// parseExit is the exit code of a failed flag parse: 0 for -h/--help
-// (usage printed), 2 otherwise.
-func parseExit(err error) int {
-	if errors.Is(err, flag.ErrHelp) {
-		return 0
+// parse parses args; ok=false: the command ends with code.
+func (f *flags) parse(args []string) (code int, ok bool) {
+	err := f.Parse(args)
+	switch {
+	case err == nil:
+		return 0, true
+	case errors.Is(err, flag.ErrHelp):
+		f.usage(f.stdout)
+		return 0, false
+	default:
+		f.usage(f.stderr)
+		return 2, false
 	}
-	return 2
 }
 
-// versionString is the build's version: the one set by -ldflags when
-// given (the image), else the module version and VCS revision Go recorded
-// in the binary.
-func versionString() string {
-	v, rev, dirty, goVer := version, revision, false, ""
+// usage prints the command's usage lines, then its flags, if any.
+func (f *flags) usage(w io.Writer) {
+	fmt.Fprintln(w, synopsis(f.Name()))
+	n := 0
+	f.VisitAll(func(*flag.Flag) { n++ })
+	if n == 0 {
+		return
+	}
+	fmt.Fprintln(w, "flags:")
+	f.SetOutput(w)
+	f.PrintDefaults()
+	f.SetOutput(f.stderr)
+}
+
+// noArgs refuses words after a command that takes none.
+func (f *flags) noArgs() (code int, ok bool) {
+	if f.NArg() == 0 {
+		return 0, true
+	}
+	fmt.Fprintf(f.stderr, "%s takes no arguments (got %q)\n", f.Name(), f.Args())
+	f.usage(f.stderr)
+	return 2, false
+}
+
+// build is what the binary knows of its own build: the one source of the
+// version that `switchboard version` prints and the startup log reports.
+type build struct {
+	version, revision, goVersion string
+	modified                     bool
+}
+
+// version and revision are set at build time with
+// -ldflags "-X main.version=... -X main.revision=..." (the Dockerfile's
+// VERSION and REVISION build args); unset, the module version and VCS
+// revision Go recorded in the binary stand in.
+var version, revision string
+
+// buildInfo returns this binary's build: the -ldflags values when given,
+// else what Go recorded ("(devel)" for a build from a checkout).
+func buildInfo() build {
+	b := build{version: version, revision: revision}
 	if bi, ok := debug.ReadBuildInfo(); ok {
-		goVer = bi.GoVersion
-		if v == "dev" && bi.Main.Version != "" {
-			v = bi.Main.Version // "(devel)" for a build from a checkout
+		b.goVersion = bi.GoVersion
+		if b.version == "" {
+			b.version = bi.Main.Version
 		}
 		for _, s := range bi.Settings {
 			switch s.Key {
 			case "vcs.revision":
-				if rev == "unknown" {
-					rev = s.Value
+				if b.revision == "" {
+					b.revision = s.Value
 				}
 			case "vcs.modified":
-				dirty = s.Value == "true"
+				b.modified = s.Value == "true"
 			}
 		}
 	}
-	out := "switchboard " + v + " revision " + rev
-	if dirty {
+	if b.version == "" {
+		b.version = "(devel)"
+	}
+	if b.revision == "" {
+		b.revision = "unknown"
+	}
+	return b
+}
+
+// String is the line `switchboard version` prints.
+func (b build) String() string {
+	out := "switchboard " + b.version + " revision " + b.revision
+	if b.modified {
 		out += " (modified)"
 	}
-	if goVer != "" {
-		out += " " + goVer
+	if b.goVersion != "" {
+		out += " " + b.goVersion
 	}
 	return out
+}
+
+// plural is n and the noun, pluralised by an s when n is not 1.
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }
 
 // missingConfig explains a default config file that is not there: which

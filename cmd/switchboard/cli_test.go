@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -122,4 +123,107 @@ func runCLICases(t *testing.T, cases []cliCase) {
 			}
 		})
 	}
+}
+
+// TestEveryCommandHelp: COMMAND --help (and -h) prints that command's
+// usage to stdout and exits 0, the same way for every command and every
+// word of queue; nothing falls through to the flag package's
+// "Usage of ..." or runs the command.
+func TestEveryCommandHelp(t *testing.T) {
+	var cases [][]string
+	for _, c := range commands {
+		cases = append(cases, []string{c.name, "--help"}, []string{c.name, "-h"})
+	}
+	cases = append(cases,
+		[]string{"queue", "dlq", "--help"}, []string{"queue", "stats", "--help"},
+		[]string{"queue", "dlq", "list", "-h"}, []string{"queue", "dlq", "retry", "--help"})
+	for _, args := range cases {
+		t.Run(strings.Join(args, " "), func(t *testing.T) {
+			var out, errb bytes.Buffer
+			if code := run(args, &out, &errb); code != 0 {
+				t.Fatalf("exit %d; stdout %q; stderr %q", code, out.String(), errb.String())
+			}
+			want := "usage: " + commandNamed(t, args[0]).usage[0]
+			if !strings.HasPrefix(out.String(), want) {
+				t.Errorf("stdout does not start with %q:\n%s", want, out.String())
+			}
+			if errb.Len() != 0 || strings.Contains(out.String(), "Usage of") {
+				t.Errorf("stdout %q; stderr %q", out.String(), errb.String())
+			}
+		})
+	}
+	// help COMMAND is COMMAND --help.
+	var viaHelp, direct, errb bytes.Buffer
+	if run([]string{"help", "queue"}, &viaHelp, &errb) != 0 || run([]string{"queue", "--help"}, &direct, &errb) != 0 ||
+		viaHelp.String() != direct.String() {
+		t.Errorf("help queue:\n%s\nqueue --help:\n%s", viaHelp.String(), direct.String())
+	}
+	runCLICases(t, []cliCase{
+		{"version --help is help, not the version", []string{"version", "--help"}, 0, []string{"usage: switchboard version"}, nil},
+		{"version takes no words", []string{"version", "frob"}, 2, nil, []string{"takes no arguments", "usage: switchboard version"}},
+		{"help of no command", []string{"help", "frob"}, 2, nil, []string{`no command "frob"`}},
+		{"a bad flag: the error and the usage on stderr", []string{"check", "--nope"}, 2, nil,
+			[]string{"flag provided but not defined: -nope", "usage: switchboard check"}},
+	})
+	var out bytes.Buffer
+	run([]string{"version", "--help"}, &out, &errb)
+	if strings.Contains(out.String(), buildInfo().String()) {
+		t.Errorf("version --help printed the version:\n%s", out.String())
+	}
+}
+
+// TestUsageNamesEveryFlag: each command's usage lines name every flag its
+// flag set accepts, and name no flag it does not (--help and the
+// top-level --version aside), so the usage cannot drift from the code.
+func TestUsageNamesEveryFlag(t *testing.T) {
+	defined := regexp.MustCompile(`(?m)^  -([\w-]+)`)
+	named := regexp.MustCompile(`--([\w-]+)`)
+	for _, c := range commands {
+		t.Run(c.name, func(t *testing.T) {
+			var out, errb bytes.Buffer
+			if code := run([]string{c.name, "--help"}, &out, &errb); code != 0 {
+				t.Fatalf("exit %d: %s", code, errb.String())
+			}
+			_, defaults, _ := strings.Cut(out.String(), "\nflags:\n")
+			usage := strings.Join(c.usage, "\n")
+			flagSet := map[string]bool{}
+			for _, m := range defined.FindAllStringSubmatch(defaults, -1) {
+				flagSet[m[1]] = true
+				if !strings.Contains(usage, "--"+m[1]+" ") && !strings.Contains(usage, "--"+m[1]+"]") {
+					t.Errorf("flag --%s is missing from the usage %q", m[1], usage)
+				}
+			}
+			for _, m := range named.FindAllStringSubmatch(usage, -1) {
+				if !flagSet[m[1]] && m[1] != "help" && m[1] != "version" {
+					t.Errorf("the usage names --%s, which %s does not accept", m[1], c.name)
+				}
+			}
+		})
+	}
+}
+
+func commandNamed(t *testing.T, name string) command {
+	t.Helper()
+	for _, c := range commands {
+		if c.name == name {
+			return c
+		}
+	}
+	t.Fatalf("no command %q", name)
+	return command{}
+}
+
+// TestVersionFromLdflags: a version and revision given with -ldflags are
+// what the version line shows; without them, Go's build record is.
+func TestVersionFromLdflags(t *testing.T) {
+	if b := buildInfo(); b.version == "" || b.revision == "" || b.String() == "" {
+		t.Fatalf("build info without ldflags: %+v", b)
+	}
+	oldV, oldR := version, revision
+	t.Cleanup(func() { version, revision = oldV, oldR })
+	version, revision = "1.2.3", "abc123"
+	runCLICases(t, []cliCase{
+		{"version", []string{"version"}, 0, []string{"switchboard 1.2.3 revision abc123"}, nil},
+		{"--version", []string{"--version"}, 0, []string{"switchboard 1.2.3 revision abc123"}, nil},
+	})
 }

@@ -16,8 +16,8 @@ func healthcheck(args []string, stdout, stderr io.Writer) int {
 	fs := flagSet("healthcheck", stdout, stderr)
 	url := fs.String("url", "", "health URL (default http://127.0.0.1:$PORT/health, PORT defaulting to 4567)")
 	timeout := fs.Duration("timeout", 3*time.Second, "give up after this long")
-	if err := fs.Parse(args); err != nil {
-		return parseExit(err)
+	if code, ok := fs.parse(args); !ok {
+		return code
 	}
 	if *url == "" {
 		*url = "http://" + net.JoinHostPort("127.0.0.1", envOr("PORT", "4567")) + "/health"

@@ -35,11 +35,6 @@ import (
 	"switchboard/internal/store"
 )
 
-// version and revision are set at build time with
-// -ldflags "-X main.version=... -X main.revision=..." (the Dockerfile's
-// VERSION and REVISION build args).
-var version, revision = "dev", "unknown"
-
 func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
@@ -51,9 +46,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	} else if len(args) > 0 {
 		switch args[0] {
 		case "-h", "-help", "--help":
-			cmd = "help"
+			cmd, args = "help", args[1:]
 		case "-version", "--version":
-			cmd = "version"
+			cmd, args = "version", args[1:]
 		}
 	}
 	switch cmd {
@@ -66,15 +61,41 @@ func run(args []string, stdout, stderr io.Writer) int {
 	case "queue":
 		return queueCmd(args, stdout, stderr)
 	case "version":
-		fmt.Fprintln(stdout, versionString())
+		fs := flagSet("version", stdout, stderr)
+		if code, ok := fs.parse(args); !ok {
+			return code
+		}
+		if code, ok := fs.noArgs(); !ok {
+			return code
+		}
+		fmt.Fprintln(stdout, buildInfo())
 		return 0
 	case "healthcheck":
 		return healthcheck(args, stdout, stderr)
 	case "help":
-		fmt.Fprintln(stdout, usageText())
-		return 0
+		return help(args, stdout, stderr)
 	}
 	fmt.Fprintf(stderr, "unknown command %q\n\n%s\n", cmd, usageText())
+	return 2
+}
+
+// help prints every command's usage line, or, given a command, that
+// command's usage and flags (as COMMAND --help does).
+func help(args []string, stdout, stderr io.Writer) int {
+	fs := flagSet("help", stdout, stderr)
+	if code, ok := fs.parse(args); !ok {
+		return code
+	}
+	switch fs.NArg() {
+	case 0:
+		fmt.Fprintln(stdout, usageText())
+		return 0
+	case 1:
+		if synopsis(fs.Arg(0)) != "" && fs.Arg(0) != "help" {
+			return run([]string{fs.Arg(0), "--help"}, stdout, stderr)
+		}
+	}
+	fmt.Fprintf(stderr, "no command %q\n\n%s\n", strings.Join(fs.Args(), " "), usageText())
 	return 2
 }
 
@@ -90,8 +111,8 @@ func envOr(k, def string) string {
 func check(args []string, stdout, stderr io.Writer) int {
 	fs := flagSet("check", stdout, stderr)
 	path := fs.String("config", "", "config file (or name the files as arguments)")
-	if err := fs.Parse(args); err != nil {
-		return parseExit(err)
+	if code, ok := fs.parse(args); !ok {
+		return code
 	}
 	paths := fs.Args()
 	if *path != "" {
@@ -114,7 +135,7 @@ func check(args []string, stdout, stderr io.Writer) int {
 		for _, w := range admit.BudgetWarnings(cfg) {
 			fmt.Fprintln(stdout, "warning:", w)
 		}
-		fmt.Fprintf(stdout, "%s: ok (%d providers, %d models)\n", p, len(cfg.Providers), len(cfg.Models))
+		fmt.Fprintf(stdout, "%s: ok (%s, %s)\n", p, plural(len(cfg.Providers), "provider"), plural(len(cfg.Models), "model"))
 	}
 	return code
 }
@@ -122,8 +143,8 @@ func check(args []string, stdout, stderr io.Writer) int {
 func prices(args []string, stdout, stderr io.Writer) int {
 	fs := flagSet("prices", stdout, stderr)
 	path := fs.String("config", "", "config file whose pricing: overrides apply (optional)")
-	if err := fs.Parse(args); err != nil {
-		return parseExit(err)
+	if code, ok := fs.parse(args); !ok {
+		return code
 	}
 	if *path == "" && fs.NArg() > 0 {
 		*path = fs.Arg(0)
@@ -156,8 +177,8 @@ func serve(args []string, stdout, stderr io.Writer) int {
 	listen := fs.String("listen", defListen, "listen address: host or host:port (env BIND or PUMA_BIND, PORT)")
 	roleName := fs.String("role", os.Getenv("SWITCHBOARD_ROLE"), "with queue.mode: redis, ingress, worker or all (default; env SWITCHBOARD_ROLE)")
 	pprofAddr := fs.String("pprof", os.Getenv("SWITCHBOARD_PPROF"), "serve net/http/pprof on this address, e.g. 127.0.0.1:6060 (off by default; env SWITCHBOARD_PPROF)")
-	if err := fs.Parse(args); err != nil {
-		return parseExit(err)
+	if code, ok := fs.parse(args); !ok {
+		return code
 	}
 	cfg, err := config.Load(*path)
 	if err != nil {
@@ -251,8 +272,9 @@ func serve(args []string, stdout, stderr io.Writer) int {
 	go srv.SaveEvery(stateDir, 30*time.Second, bg)
 	go srv.ReportTPS(bg)
 
+	b := buildInfo()
 	log.Info("switchboard listening", "addr", ln.Addr().String(), "config", *path, "models", len(cfg.Models),
-		"providers", len(cfg.Providers), "version", version, "revision", revision)
+		"providers", len(cfg.Providers), "version", b.version, "revision", b.revision)
 	serveErr := srv.Serve(ctx, ln)
 	// A worker drains its running jobs within the shutdown bound; a job
 	// still running after it is redelivered once its lease expires.

@@ -19,10 +19,13 @@ func TestCheck(t *testing.T) {
 	dir := t.TempDir()
 	good := filepath.Join(dir, "good.yaml")
 	os.WriteFile(good, []byte("providers:\n  a: {type: mock}\nmodels:\n  - name: m\n    providers: [{provider: a}]\n"), 0o644)
+	two := filepath.Join(dir, "two.yaml")
+	os.WriteFile(two, []byte("providers:\n  a: {type: mock}\n  b: {type: mock}\nmodels:\n  - name: m\n    providers: [{provider: a}]\n  - name: n\n    providers: [{provider: b}]\n"), 0o644)
 	bad := filepath.Join(dir, "bad.yaml")
 	os.WriteFile(bad, []byte("providers:\n  a: {type: mock}\nmodels:\n  - name: m\n    providers: [{provider: nope}]\nretries:\n  max_attempts: 50\n  max_roundz: 1\n"), 0o644)
 	runCLICases(t, []cliCase{
-		{"good file", []string{"check", good}, 0, []string{"ok (1 providers, 1 models)"}, nil},
+		{"one of each: singular", []string{"check", good}, 0, []string{"good.yaml: ok (1 provider, 1 model)\n"}, nil},
+		{"two of each: plural", []string{"check", two}, 0, []string{"two.yaml: ok (2 providers, 2 models)\n"}, nil},
 		{"every problem with its line", []string{"check", bad}, 1, nil, []string{
 			"bad.yaml:5: models[0].providers[0].provider", "bad.yaml:7: retries.max_attempts", "bad.yaml:8: retries.max_roundz"}},
 		{"missing file", []string{"check", filepath.Join(dir, "none.yaml")}, 1, nil, []string{"none.yaml"}},

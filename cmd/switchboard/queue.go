@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -62,11 +61,6 @@ func startQueue(ctx context.Context, srv *server.Server, cfg *config.Config, rol
 	return srv.StartQueue(ctx, q, role), true
 }
 
-const queueUsage = `usage:
-  switchboard queue stats [--config FILE]
-  switchboard queue dlq list [--limit N] [--config FILE]
-  switchboard queue dlq show|retry|drop ID [--config FILE]`
-
 // queueCmd is the operator's view of the shared queue.
 func queueCmd(args []string, stdout, stderr io.Writer) int {
 	fs := flagSet("queue", stdout, stderr)
@@ -75,11 +69,8 @@ func queueCmd(args []string, stdout, stderr io.Writer) int {
 	// Flags may come after the words: parse words and flags in any order.
 	var words []string
 	for len(args) > 0 {
-		if err := fs.Parse(args); err != nil {
-			if errors.Is(err, flag.ErrHelp) {
-				fmt.Fprintln(stdout, queueUsage)
-			}
-			return parseExit(err)
+		if code, ok := fs.parse(args); !ok {
+			return code
 		}
 		args = fs.Args()
 		if len(args) > 0 {
@@ -90,7 +81,7 @@ func queueCmd(args []string, stdout, stderr io.Writer) int {
 		len(words) == 2 && words[0] == "dlq" && words[1] == "list" ||
 		len(words) == 3 && words[0] == "dlq" && (words[1] == "show" || words[1] == "retry" || words[1] == "drop")
 	if !valid {
-		fmt.Fprintln(stderr, queueUsage)
+		fs.usage(stderr)
 		return 2
 	}
 	cfg, err := config.Load(*path)
@@ -156,7 +147,7 @@ func queueCmd(args []string, stdout, stderr io.Writer) int {
 			return 0
 		}
 	}
-	fmt.Fprintln(stderr, queueUsage)
+	fs.usage(stderr)
 	return 2
 }
 

@@ -34,6 +34,7 @@ type proc struct {
 	mu   sync.Mutex
 	log  strings.Builder
 	done chan struct{}
+	addr chan string // its listen address, once it logs it
 }
 
 var listenRe = regexp.MustCompile(`switchboard listening"? addr=(\S+)`)
@@ -42,20 +43,27 @@ var listenRe = regexp.MustCompile(`switchboard listening"? addr=(\S+)`)
 // it listens.
 func startProc(t *testing.T, name, yaml, role string) *proc {
 	t.Helper()
-	dir := t.TempDir()
-	cfg := filepath.Join(dir, "config.yaml")
+	p := launchProc(t, name, yaml, t.TempDir(), "--role", role)
+	p.waitListening(t)
+	return p
+}
+
+// launchProc runs `switchboard serve` with yaml (written to a new
+// directory) on stateDir, with args added, and returns at once.
+func launchProc(t *testing.T, name, yaml, stateDir string, args ...string) *proc {
+	t.Helper()
+	cfg := filepath.Join(t.TempDir(), "config.yaml")
 	if err := os.WriteFile(cfg, []byte(yaml), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(os.Args[0], "serve", "--config", cfg, "--listen", "127.0.0.1:0", "--role", role)
-	cmd.Env = append(os.Environ(), replicaEnv+"=1", "STATE_DIR="+dir)
+	cmd := exec.Command(os.Args[0], append([]string{"serve", "--config", cfg, "--listen", "127.0.0.1:0"}, args...)...)
+	cmd.Env = append(os.Environ(), replicaEnv+"=1", "STATE_DIR="+stateDir)
 	stderr, _ := cmd.StderrPipe()
 	cmd.Stdout = io.Discard
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	p := &proc{cmd: cmd, name: name, done: make(chan struct{})}
-	addr := make(chan string, 1)
+	p := &proc{cmd: cmd, name: name, done: make(chan struct{}), addr: make(chan string, 1)}
 	go func() {
 		sc := bufio.NewScanner(stderr)
 		sc.Buffer(make([]byte, 1<<20), 1<<20)
@@ -68,7 +76,7 @@ func startProc(t *testing.T, name, yaml, role string) *proc {
 				fmt.Fprintf(os.Stderr, "[%s] %s\n", name, line)
 			}
 			if m := listenRe.FindStringSubmatch(line); m != nil {
-				addr <- m[1]
+				p.addr <- m[1]
 			}
 		}
 	}()
@@ -78,15 +86,20 @@ func startProc(t *testing.T, name, yaml, role string) *proc {
 		_ = cmd.Process.Kill()
 		<-p.done
 	})
+	return p
+}
+
+// waitListening waits until p listens, and sets p.URL.
+func (p *proc) waitListening(t *testing.T) {
+	t.Helper()
 	select {
-	case a := <-addr:
+	case a := <-p.addr:
 		p.URL = "http://" + a
 	case <-p.done:
-		t.Fatalf("%s exited: %s", name, p.logs())
+		t.Fatalf("%s exited: %s", p.name, p.logs())
 	case <-time.After(20 * time.Second):
-		t.Fatalf("%s did not start: %s", name, p.logs())
+		t.Fatalf("%s did not start: %s", p.name, p.logs())
 	}
-	return p
 }
 
 func (p *proc) logs() string {
