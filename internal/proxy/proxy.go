@@ -19,6 +19,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/tidwall/gjson"
 	"github.com/tidwall/sjson"
 
 	"switchboard/internal/admit"
@@ -532,6 +533,13 @@ func (p *Proxy) send(ctx context.Context, c *Call, cand *route.Candidate, req *p
 			// string or null is as broken as HTML.
 			return nil, &provider.Error{Kind: provider.KindBadResponse, Status: resp.Status, Msg: "upstream answer is not a JSON object"}
 		}
+		if c.Native != nil && !native && !hasChoice(body) {
+			// A Messages client's answer translated from a chat answer
+			// with no choice would be an empty message that counts as
+			// served; as with an empty stream, the next provider serves.
+			return nil, &provider.Error{Kind: provider.KindBadResponse, Status: resp.Status,
+				Msg: "upstream chat answer has no choices"}
+		}
 		res.Body = body
 		return res, nil
 	}
@@ -769,6 +777,11 @@ func DefaultOrder(r *route.Route) []*route.Candidate {
 }
 
 // isObject reports whether a valid JSON document is an object.
+// hasChoice reports whether a chat answer has at least one choice.
+func hasChoice(body []byte) bool {
+	return len(gjson.GetBytes(body, "choices").Array()) > 0
+}
+
 func isObject(b []byte) bool {
 	for _, c := range b {
 		switch c {

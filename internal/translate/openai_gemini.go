@@ -432,6 +432,11 @@ func (t *OpenAIGemini) Response(body []byte) ([]byte, Usage, error) {
 	if err := geminiBlocked(&r); err != nil {
 		return nil, Usage{}, err
 	}
+	if len(r.Candidates) == 0 {
+		// Not blocked and yet no answer: relayed, it would be a 200 with
+		// "choices":[] that the client counts as served.
+		return nil, Usage{}, &ProtocolError{Msg: "gemini answer has no candidates"}
+	}
 	out := openai.ChatCompletion{ID: t.ID, Object: "chat.completion", Created: t.Created, Model: t.model, Choices: []openai.Choice{}}
 	if r.ResponseID != "" {
 		out.ID = r.ResponseID
