@@ -30,7 +30,7 @@ func MessagesToChat(body []byte) ([]byte, error) {
 	}
 	var in anthropic.Request
 	if err := json.Unmarshal(body, &in); err != nil {
-		return nil, fieldErr("body", "invalid messages request: %v", err)
+		return nil, decodeErr(err)
 	}
 	out := openai.ChatRequest{Model: in.Model, Temperature: in.Temperature, TopP: in.TopP, TopK: in.TopK, Stream: in.Stream}
 	if in.MaxTokens < 1 {

@@ -26,6 +26,7 @@ import (
 	"strings"
 
 	"switchboard/internal/api/openai"
+	"switchboard/internal/jsoncheck"
 )
 
 // Usage is the token count of one answer, the same for every protocol.
@@ -71,6 +72,10 @@ func usageFromOpenAI(o *openai.Usage) Usage {
 type FieldError struct {
 	Field string // JSON path, e.g. "messages[2].content[0].input_audio"
 	Msg   string
+	// Code is the OpenAI error code: "unsupported_parameter" when empty
+	// (the target cannot express the field), "invalid_request" for a
+	// value of the wrong JSON type.
+	Code string
 }
 
 func (e *FieldError) Error() string { return e.Field + ": " + e.Msg }
@@ -80,7 +85,11 @@ func (e *FieldError) Status() int { return http.StatusBadRequest }
 
 // OpenAIBody is the refusal in OpenAI's error shape.
 func (e *FieldError) OpenAIBody() []byte {
-	return OpenAIError(http.StatusBadRequest, e.Error(), e.Field, "unsupported_parameter")
+	code := e.Code
+	if code == "" {
+		code = "unsupported_parameter"
+	}
+	return OpenAIError(http.StatusBadRequest, e.Error(), e.Field, code)
 }
 
 // AnthropicBody is the refusal in Anthropic's error shape.
@@ -90,6 +99,19 @@ func (e *FieldError) AnthropicBody() []byte {
 
 func fieldErr(field, format string, a ...any) *FieldError {
 	return &FieldError{Field: field, Msg: fmt.Sprintf(format, a...)}
+}
+
+// decodeErr refuses a client body that encoding/json could not decode,
+// naming the field and the JSON type it needs rather than Go's types.
+func decodeErr(err error) *FieldError {
+	field, msg, ok := jsoncheck.DecodeError(err)
+	if !ok {
+		msg = "the request body could not be read"
+	}
+	if field == "" {
+		field = "body"
+	}
+	return &FieldError{Field: field, Msg: msg, Code: "invalid_request"}
 }
 
 // UpstreamError is a failure the upstream reported inside a successful
@@ -132,7 +154,7 @@ func readChat(chatReq []byte, rules map[string]fieldRule, target string) (*opena
 	}
 	var in openai.ChatRequest
 	if err := json.Unmarshal(chatReq, &in); err != nil {
-		return nil, fieldErr("body", "invalid chat request: %v", err)
+		return nil, decodeErr(err)
 	}
 	return &in, nil
 }
