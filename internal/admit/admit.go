@@ -284,17 +284,28 @@ func tooBig(a *store.Admission, q spend.Quote, left int64, resetSecs int) *Refus
 	msg := fmt.Sprintf("this request reserves up to %s USD (its input plus its output limit at the model's price), "+
 		"more than the %s USD left of this key's budget of %s USD", spend.FormatUSD(a.Hold), spend.FormatUSD(left),
 		spend.FormatUSD(a.Budget))
+	param := "max_tokens"
 	if q.OutputBound > 0 {
-		if fit := q.OutputFit(left); fit > 0 {
+		fit := q.OutputFit(left)
+		switch {
+		case fit > 0 && q.Candidates > 1:
+			msg += fmt.Sprintf("; its output limit is reserved for each of its %d candidates (n): lower n, or set max_tokens to %d or less",
+				q.Candidates, fit)
+		case fit > 0:
 			msg += fmt.Sprintf("; set max_tokens to %d or less", fit)
-		} else {
+		case q.Candidates > 1 && q.InputFits(left):
+			// Not one output token for every candidate fits: n is what
+			// to change, not the prompt.
+			msg += fmt.Sprintf("; its output limit is reserved for each of its %d candidates (n): lower n", q.Candidates)
+			param = "n"
+		default:
 			msg += "; even its input alone does not fit: shorten the prompt"
 		}
 	}
 	if a.Hold <= a.Budget {
 		msg += fmt.Sprintf(", or wait %d s for the budget window to reset", resetSecs)
 	}
-	return &Refusal{Status: 400, Code: CodeRequestTooCostly, Type: "invalid_request_error", Param: "max_tokens",
+	return &Refusal{Status: 400, Code: CodeRequestTooCostly, Type: "invalid_request_error", Param: param,
 		Scope: ScopeProvider, Message: msg}
 }
 

@@ -16,6 +16,7 @@ import (
 	"switchboard/internal/admit"
 	"switchboard/internal/config"
 	"switchboard/internal/jsoncheck"
+	"switchboard/internal/limit"
 	"switchboard/internal/provider"
 	"switchboard/internal/proxy"
 	"switchboard/internal/route"
@@ -279,12 +280,11 @@ func inspectBody(body []byte) (model string, stream bool, e *apiError) {
 	}
 	if !gjson.ValidBytes(body) { // depth checked just above
 		var v json.RawMessage
-		err := json.Unmarshal(body, &v)
-		msg := "request body is not valid JSON"
-		if err != nil {
-			msg += ": " + err.Error()
+		msg := "not valid JSON"
+		if _, m, ok := jsoncheck.DecodeError(json.Unmarshal(body, &v)); ok {
+			msg = m
 		}
-		return "", false, errInvalid(msg)
+		return "", false, errInvalid("request body is " + msg)
 	}
 	// The body is never modified after this point, so the parse may alias
 	// it instead of copying it into a string (a 50 KB body, 50 KB saved).
@@ -310,6 +310,9 @@ func inspectBody(body []byte) (model string, stream bool, e *apiError) {
 			}
 		case "stream":
 			stream = v.Type == gjson.True
+		case "n":
+			e = checkN(v)
+			return e == nil
 		}
 		return true
 	})
@@ -322,6 +325,30 @@ func inspectBody(body []byte) (model string, stream bool, e *apiError) {
 		return "", false, e
 	}
 	return model, stream, nil
+}
+
+// MaxN bounds a request's candidate count n, as OpenAI's API does: each
+// candidate is a whole answer, so an absurd n is a mistake, and one
+// billed n times would otherwise be refused for its price with advice
+// about the prompt or max_tokens.
+const MaxN = 128
+
+// checkN refuses an n that is not an integer from 1 to MaxN (null is
+// absent), before the request is priced or sent.
+func checkN(v gjson.Result) *apiError {
+	if v.Type == gjson.Null {
+		return nil
+	}
+	if n, ok := limit.UnsignedInt(v); ok && n >= 1 && n <= MaxN {
+		return nil
+	}
+	got := v.Raw
+	if len(got) > 40 {
+		got = got[:40] + "..." // the value is the client's; the message stays short
+	}
+	e := errInvalid(fmt.Sprintf("n must be an integer from 1 to %d, got %s", MaxN, got))
+	e.Param = "n"
+	return e
 }
 
 // forwarded are the client headers passed upstream; everything else

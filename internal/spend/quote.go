@@ -55,10 +55,7 @@ type Quote struct {
 // fits within budget nano-USD, or 0 when not even the input fits. It is
 // meaningful for a priced quote with an output bound.
 func (q Quote) OutputFit(budget int64) int64 {
-	// Setting max_tokens lengthens the body, and so the input bound, by
-	// at most this many bytes (`"max_completion_tokens":NNNNNNNNN,`).
-	const field = 36
-	left := budget - q.inputCost - tokenCost(field, q.inputRate)
+	left := q.outputRoom(budget)
 	if !q.Priced || q.outputRate <= 0 || left <= 0 {
 		return 0
 	}
@@ -69,6 +66,21 @@ func (q Quote) OutputFit(budget int64) int64 {
 	}
 	n, _ := bits.Div64(hi, lo, uint64(q.outputRate))
 	return min(int64(n), q.OutputBound)
+}
+
+// InputFits reports whether the input bound alone fits within budget
+// nano-USD, so that it is the output (its limit or the candidates) that
+// does not.
+func (q Quote) InputFits(budget int64) bool {
+	return q.Priced && q.outputRoom(budget) > 0
+}
+
+// outputRoom is what budget leaves for output once the input is reserved.
+func (q Quote) outputRoom(budget int64) int64 {
+	// Setting max_tokens lengthens the body, and so the input bound, by
+	// at most this many bytes (`"max_completion_tokens":NNNNNNNNN,`).
+	const field = 36
+	return budget - q.inputCost - tokenCost(field, q.inputRate)
 }
 
 func unpriced(q Quote, format string, args ...any) Quote {
