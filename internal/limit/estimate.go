@@ -90,7 +90,8 @@ func present(r gjson.Result) bool { return r.Exists() && r.Type != gjson.Null }
 type Limits struct {
 	// Output is the first unsigned integer among max_completion_tokens,
 	// max_tokens, max_output_tokens and generationConfig.maxOutputTokens;
-	// HasOutput is false when none is given (or all are null).
+	// HasOutput is false when none is given (or all are null), or when
+	// any of them is 0, which providers do not honour as a limit.
 	Output    int64
 	HasOutput bool
 	// Candidates is the largest of n, best_of, bestOf, candidate_count and
@@ -177,6 +178,7 @@ func ReadLimits(body []byte) Limits {
 		}
 		return true
 	})
+	zero := false
 	for _, r := range outs {
 		if !present(r) {
 			continue
@@ -186,9 +188,16 @@ func ReadLimits(body []byte) Limits {
 			l.OutputMaxed = true
 			continue
 		}
+		zero = zero || v == 0
 		if !l.HasOutput {
 			l.Output, l.HasOutput = v, true
 		}
+	}
+	if zero {
+		// Providers read a limit of 0 as "unset" (or refuse it) rather
+		// than generating nothing: reserving 0 would bill output the
+		// reservation never covered. Absent, the model's ceiling applies.
+		l.Output, l.HasOutput = 0, false
 	}
 	return l
 }
@@ -244,7 +253,8 @@ func InputChars(body []byte) int64 {
 // input characters / 4, plus the effective output limit times the
 // candidate count. The output limit is max_completion_tokens when numeric,
 // else max_tokens, else max_output_tokens or Gemini's
-// generationConfig.maxOutputTokens; a non-integer representation of any of
+// generationConfig.maxOutputTokens (a 0 in any of them counts as no limit);
+// a non-integer representation of any of
 // them (or of a candidate count) reserves MaxEstimate. Without a limit:
 // 8192 for Anthropic, the catalog ceiling of a known model, the family
 // ceiling of an unknown hosted model, 1024 for an unknown self-hosted one.
