@@ -5,7 +5,8 @@
 --   P..'j:'..id   hash: st (waiting|leased|done|canceled|dead), prov, tier,
 --                 score, gen, tok, wrk, dlv, dl (deadline ms), to (timeout
 --                 ms), org, otok, rb (request+meta bytes), tb (terminal
---                 bytes reserved or used), ep, tenant, err, created
+--                 bytes reserved or used), ep, tenant, err, created,
+--                 com ('1' once stream bytes were published)
 --   P..'r:'..id   the request (opaque to Lua), P..'t:'..id its terminal
 --   P..'w:'..prov waiting, by score; P..'p:'..prov leased, by lease expiry
 --   P..'leases', P..'origins', P..'done', P..'dlq', P..'jobs'  indexes

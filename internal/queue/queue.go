@@ -410,7 +410,9 @@ func (q *Queue) Terminal(ctx context.Context, id string) ([]byte, error) {
 	return b, err
 }
 
-// Reaped counts one reaper pass's work.
+// Reaped counts one reaper pass's work. Canceled counts jobs whose origin
+// went silent and jobs whose worker was lost after their stream reached
+// the client (never rerun).
 type Reaped struct{ Requeued, Dead, Canceled, Reclaimed int }
 
 // Reap runs one bounded pass (see reap.lua). Any replica may run it; each

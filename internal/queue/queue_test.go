@@ -144,6 +144,32 @@ func TestFencingAfterLeaseExpiry(t *testing.T) {
 	}
 }
 
+// A worker lost after its stream's head reached the client is not
+// replaced: the reaper cancels the job in the same step as it notices, so
+// no second run can start (the origin ends the stream instead).
+func TestLostWorkerAfterStreamHeadIsCanceledNotRequeued(t *testing.T) {
+	q, _ := open(t, Options{Lease: 150 * time.Millisecond})
+	j := job("a", 0)
+	if _, err := q.Enqueue(bg, j); err != nil {
+		t.Fatal(err)
+	}
+	l := mustLease(t, q)
+	if err := q.Publish(bg, l, KindHead, 0, []byte("head")); err != nil {
+		t.Fatal(err)
+	}
+	var r Reaped
+	waitFor(t, "lease expiry", func() bool { r, _ = q.Reap(bg); return r.Requeued+r.Canceled > 0 })
+	if r.Requeued != 0 || r.Canceled != 1 {
+		t.Fatalf("reaped %+v, want the job canceled and not requeued", r)
+	}
+	if again, _ := q.Lease(bg, "w2", []Cap{{Provider: "a"}}, 0); again != nil {
+		t.Fatalf("a job whose stream reached the client was leased again: %+v", again)
+	}
+	if st, _, err := q.OriginState(bg, j.ID, j.OToken, false); err != nil || st != "canceled" {
+		t.Fatalf("state %q %v, want canceled", st, err)
+	}
+}
+
 // After max_deliveries lost leases the job is dead-lettered with a
 // diagnostic envelope (no prompt); retry runs it again; drop deletes it.
 func TestDLQAfterMaxDeliveriesThenRetryAndDrop(t *testing.T) {

@@ -1,6 +1,7 @@
 -- reap: ARGV P, batch, max_deliveries, ttl_ms, dlq_max, dlq_bytes,
 -- dlq_ttl_ms. One bounded pass: expired leases are requeued (or
--- dead-lettered after max_deliveries), jobs whose origin went silent are
+-- dead-lettered after max_deliveries; canceled once stream bytes were
+-- published, since those reached the client), jobs whose origin went silent are
 -- canceled, finished records past readback and DLQ entries past their
 -- bounds are reclaimed. Returns the counts.
 local batch, maxd, ttl = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
@@ -12,6 +13,13 @@ for _, id in ipairs(redis.call('ZRANGEBYSCORE', P .. 'leases', '-inf', I(now), '
   if not h or h.st ~= 'leased' then
     redis.call('ZREM', P .. 'leases', id)
     if h then redis.call('ZREM', P .. 'p:' .. (h.prov or ''), id) end
+  elseif h.com == '1' then
+    -- Its stream already reached the client, which cannot be given a
+    -- second run: the origin ends the stream (R) and the job is canceled
+    -- in this same step, so no worker can lease it again.
+    notify(h.org, id, h.gen or '0', 'R', 0, '')
+    cancel_job(id, h, ttl, now)
+    canceled = canceled + 1
   elseif num(h.dlv) >= maxd then
     to_dlq(id, h, 'lease expired on delivery ' .. h.dlv .. ' of ' .. I(maxd) .. ' (worker lost)', ttl, now)
     dead = dead + 1

@@ -531,7 +531,7 @@ func (s *Server) StartQueue(ctx context.Context, q *queue.Queue, role Role) (wai
 		s.Metrics.Queue.Redeliveries.Add(float64(r.Requeued))
 		s.Metrics.Queue.Cancellations.Add(float64(r.Canceled))
 		if r.Requeued+r.Dead+r.Canceled > 0 {
-			s.Log.Info("queue: reaper", "requeued", r.Requeued, "dead_lettered", r.Dead, "origin_gone", r.Canceled)
+			s.Log.Info("queue: reaper", "requeued", r.Requeued, "dead_lettered", r.Dead, "canceled", r.Canceled)
 		}
 	})
 	done := make(chan struct{})
