@@ -100,8 +100,10 @@ var statements = []string{qReclaim, qMinExpiry, qPruneMinutes, qPruneWindows, qM
 // double-counting), WAL journal, a busy timeout, NORMAL sync (a committed
 // transaction survives the process being killed; an OS crash may lose the
 // last ones, never corrupt the file), and write transactions that take the
-// lock at BEGIN. The busy timeout comes first (journal_mode already
-// needs the lock), locking_mode before journal_mode.
+// lock at BEGIN. The driver runs busy_timeout first (journal_mode already
+// needs the lock) and the rest in alphabetical order, so journal_mode runs
+// before locking_mode; no transaction has touched the file by then, and a
+// running gateway has no -shm file beside it: the exclusive WAL is in effect.
 func DSN(path string) string { return dsn(path, LockWait) }
 
 func dsn(path string, busy time.Duration) string {
