@@ -20,6 +20,7 @@ import (
 // format is an error, an unreachable Redis is not (the queue fails closed
 // per request and recovers without a restart).
 func openQueue(cfg *config.Config, log *slog.Logger) (*queue.Queue, error) {
+	store.QuietDriver() // the CLI's queue commands open no store
 	pool := max(64, 2*cfg.Queue.WorkerConcurrency)
 	c, err := queue.Dial(cfg.Redis.URL, cfg.Redis.CommandTimeout.D(), cfg.Redis.ConnectTimeout.D(), pool)
 	if err != nil {

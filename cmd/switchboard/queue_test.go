@@ -7,8 +7,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -334,5 +336,29 @@ func TestQueueCLIUsage(t *testing.T) {
 		if code != tc.code || !strings.Contains(out.String()+errb.String(), tc.out) {
 			t.Errorf("%v: exit %d (want %d)\n%s%s", tc.args, code, tc.code, out.String(), errb.String())
 		}
+	}
+}
+
+// With Redis unreachable a queue command says so in one line of its own,
+// not in go-redis's raw per-dial log lines ("redis: ... pool.go:...").
+func TestQueueCLIQuietWithoutRedis(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close() // nothing listens there now
+	cfg := filepath.Join(t.TempDir(), "c.yaml")
+	os.WriteFile(cfg, []byte("providers:\n  a: {type: mock}\nmodels:\n  - name: m\n    providers: [{provider: a}]\n"+
+		"redis: {url: \"redis://"+addr+"\", connect_timeout: 0.2, command_timeout: 0.2}\nqueue: {mode: redis}\n"), 0o644)
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(self, "queue", "dlq", "show", "nope", "--config", cfg)
+	cmd.Env = append(os.Environ(), "SWITCHBOARD_TEST_SERVE=1", "SWITCHBOARD_REDIS_URL=")
+	out, _ := cmd.CombinedOutput()
+	if cmd.ProcessState == nil || cmd.ProcessState.ExitCode() == 0 || strings.Contains(string(out), "pool.go") || len(out) == 0 {
+		t.Fatalf("exit %v, output:\n%s", cmd.ProcessState, out)
 	}
 }

@@ -151,7 +151,7 @@ func OpenRedis(o RedisOptions) (*Redis, error) {
 	ro.Protocol = 2
 	ro.DisableIdentity = true
 	ro.MaintNotificationsConfig = &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
-	quietDriver.Do(func() { redis.SetLogger(driverLog{}) })
+	QuietDriver()
 	r := &Redis{c: redis.NewClient(ro), o: o, log: o.Log, mem: NewMemory(), done: make(chan struct{}),
 		localIDs: map[string]int64{}}
 	r.p = newPipe(r)
@@ -171,6 +171,10 @@ func OpenRedis(o RedisOptions) (*Redis, error) {
 // transitions (one warning down, one line back); the driver's lines go to
 // debug. The driver's logger is process-wide, hence once.
 var quietDriver sync.Once
+
+// QuietDriver sends go-redis's own log lines to debug (once per process);
+// every Redis client the gateway or its CLI opens wants it.
+func QuietDriver() { quietDriver.Do(func() { redis.SetLogger(driverLog{}) }) }
 
 type driverLog struct{}
 
