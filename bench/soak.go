@@ -258,31 +258,27 @@ const soakChat = `{"model":"m","max_tokens":%d,"stream":%t,"messages":[{"role":"
 // soakRequest makes one client request of a random kind; it returns the
 // kind and the status seen (0 when none).
 func soakRequest(ctx context.Context, c *http.Client, base, addr string, rng *rand.Rand) (string, int, error) {
-	post := func(body string, stream bool) (*http.Response, error) {
+	post := func(body string) (*http.Response, error) {
 		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, base+"/v1/chat/completions", strings.NewReader(body))
 		req.Header.Set("Authorization", "Bearer "+soakToken)
 		req.Header.Set("Content-Type", "application/json")
 		return c.Do(req)
 	}
 	switch p := rng.IntN(100); {
-	case p < 55: // unary
-		resp, err := post(fmt.Sprintf(soakChat, 8+rng.IntN(64), false), false)
+	case p < 80: // unary (55 %) or a stream read to its end (25 %)
+		kind, stream := "unary", p >= 55
+		if stream {
+			kind = "stream"
+		}
+		resp, err := post(fmt.Sprintf(soakChat, 8+rng.IntN(64), stream))
 		if err != nil {
-			return "unary", 0, err
+			return kind, 0, err
 		}
 		_, err = io.Copy(io.Discard, resp.Body)
 		resp.Body.Close()
-		return "unary", resp.StatusCode, err
-	case p < 80: // stream read to its end
-		resp, err := post(fmt.Sprintf(soakChat, 8+rng.IntN(64), true), true)
-		if err != nil {
-			return "stream", 0, err
-		}
-		_, err = io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		return "stream", resp.StatusCode, err
+		return kind, resp.StatusCode, err
 	case p < 86: // stream abandoned after its first line
-		resp, err := post(fmt.Sprintf(soakChat, 200, true), true)
+		resp, err := post(fmt.Sprintf(soakChat, 200, true))
 		if err != nil {
 			return "abandoned", 0, err
 		}
@@ -295,7 +291,7 @@ func soakRequest(ctx context.Context, c *http.Client, base, addr string, rng *ra
 		return "slow-body", rawStatus(addr, "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer "+soakToken+
 			"\r\nContent-Length: 100\r\n\r\n{", 5), nil
 	case p < 95: // oversized: 413
-		resp, err := post(`{"model":"m","pad":"`+strings.Repeat("x", 70000)+`"}`, false)
+		resp, err := post(`{"model":"m","pad":"` + strings.Repeat("x", 70000) + `"}`)
 		if err != nil {
 			return "oversize", 0, err
 		}
