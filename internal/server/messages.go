@@ -176,6 +176,5 @@ func (s *Server) streamError(w http.ResponseWriter, r *http.Request, res *proxy.
 		return // the client left; nothing to tell it
 	}
 	s.Log.WarnContext(r.Context(), "stream failed after the first byte", "provider", res.Candidate.Provider, "error", err.Error())
-	_ = sse.NewWriter(w).Event("error", errorBody(Anthropic, &apiError{Status: http.StatusBadGateway,
-		Message: streamFailed(r.Context())}))
+	endFailedStream(sse.NewWriter(w), Anthropic, provider.Messages, streamFailed(r.Context()))
 }

@@ -459,7 +459,7 @@ func (rl *relayJob) cancel(why string) {
 func (rl *relayJob) fail(e *apiError) {
 	rl.settled = true
 	if rl.sw != nil {
-		rl.endStream(e.Message)
+		endFailedStream(rl.sw, rl.proto, rl.ep, e.Message)
 		return
 	}
 	writeError(rl.w, rl.proto, e)
@@ -478,23 +478,7 @@ func (rl *relayJob) abort(why string) {
 		rl.failUnavailable(why)
 		return
 	}
-	rl.endStream(why)
-}
-
-// endStream writes the protocol's error event (then [DONE] where the
-// protocol has it).
-func (rl *relayJob) endStream(msg string) {
-	switch {
-	case rl.proto == Anthropic:
-		_ = rl.sw.Event("error", errorBody(Anthropic, &apiError{Status: http.StatusBadGateway, Message: msg}))
-	case rl.ep == provider.Responses:
-		_ = rl.sw.Event("response.failed", responsesFailed("upstream_stopped", msg))
-		_ = rl.sw.Done()
-	default:
-		_ = rl.sw.Data(errorBody(OpenAI, &apiError{Type: "server_error", Code: "upstream_error", Message: msg}))
-		_ = rl.sw.Done()
-	}
-	rl.sw.Flush()
+	endFailedStream(rl.sw, rl.proto, rl.ep, why)
 }
 
 // QueueOptions are the queue bounds of cfg.

@@ -87,13 +87,22 @@ func (s *Server) relay(w http.ResponseWriter, r *http.Request, res *proxy.Result
 	// No fallback once bytes reached the client: end the stream with an
 	// error event in the client's protocol, then [DONE]. The cause stays
 	// in the log: it names addresses and internals.
-	if ep == provider.Responses {
-		_ = sw.Event("response.failed", responsesFailed("upstream_stopped", streamFailed(r.Context())))
-	} else {
-		_ = sw.Data(errorBody(OpenAI, &apiError{Type: "server_error", Code: "upstream_error",
-			Message: streamFailed(r.Context())}))
+	endFailedStream(sw, OpenAI, ep, streamFailed(r.Context()))
+}
+
+// endFailedStream ends a stream that failed after it started with the
+// error event of the client's protocol (then [DONE] where it has one).
+func endFailedStream(sw *sse.Writer, proto Protocol, ep provider.Endpoint, msg string) {
+	switch {
+	case proto == Anthropic:
+		_ = sw.Event("error", errorBody(Anthropic, &apiError{Status: http.StatusBadGateway, Message: msg}))
+	case ep == provider.Responses:
+		_ = sw.Event("response.failed", responsesFailed("upstream_stopped", msg))
+		_ = sw.Done()
+	default:
+		_ = sw.Data(errorBody(OpenAI, &apiError{Type: "server_error", Code: "upstream_error", Message: msg}))
+		_ = sw.Done()
 	}
-	_ = sw.Done()
 }
 
 // writeUnary writes a whole JSON answer and flushes it with its length, so
