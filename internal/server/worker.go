@@ -8,6 +8,7 @@ import (
 	"errors"
 	"net/http"
 	"runtime/debug"
+	"strconv"
 	"strings"
 	"time"
 
@@ -277,7 +278,5 @@ func (w *jobWriter) finish() error {
 // tooLargeTerminal is the fixed-size error an over-limit result becomes.
 func tooLargeTerminal(limit int64) queue.Terminal {
 	return queue.Terminal{Kind: "error", Status: http.StatusBadGateway,
-		Body: []byte("the provider's answer exceeds queue.unary_terminal_bytes (" + itoa(limit) + " bytes)")}
+		Body: []byte("the provider's answer exceeds queue.unary_terminal_bytes (" + strconv.FormatInt(limit, 10) + " bytes)")}
 }
-
-func itoa(n int64) string { b, _ := json.Marshal(n); return string(b) }
