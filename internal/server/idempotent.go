@@ -31,8 +31,8 @@ func (s *Server) SetIdempotency(st idempotency.Store) { s.idem = st }
 // maxIdempotencyKey bounds the header (Stripe's limit).
 const maxIdempotencyKey = 255
 
-// idempotent runs serve under in's Idempotency-Key, if any. It reports
-// false when it answered by itself (replay, conflict, bad key, wait over).
+// idempotent runs serve under in's Idempotency-Key, if any, or answers by
+// itself (replay, conflict, bad key, wait over) without calling serve.
 func (s *Server) idempotent(w http.ResponseWriter, r *http.Request, proto Protocol, in *incoming, serve func(http.ResponseWriter)) {
 	key := r.Header.Get("Idempotency-Key")
 	if key == "" || s.idem == nil || jobOf(r.Context()) != nil {
