@@ -362,12 +362,10 @@ func (p *Proxy) attempt(ctx context.Context, c *Call, cand *route.Candidate, dea
 	hold := p.Buffers.Hold()
 	res, perr := p.send(provider.WithHold(ctx, hold), c, cand, req, native, deadline)
 	if perr == nil && res.Events == nil {
-		res.hold = hold // released once the answer is relayed (Close)
+		res.hold = hold                                             // released once the answer is relayed (Close)
+		res.Usage = track.Unary(ProtocolOf(req.Endpoint), res.Body) // once, for every reader
 	} else {
 		hold.Release()
-	}
-	if perr == nil && res.Events == nil {
-		res.Usage = track.Unary(ProtocolOf(req.Endpoint), res.Body) // once, for every reader
 	}
 	switch {
 	case pm == nil:
@@ -776,12 +774,12 @@ func DefaultOrder(r *route.Route) []*route.Candidate {
 	return out
 }
 
-// isObject reports whether a valid JSON document is an object.
 // hasChoice reports whether a chat answer has at least one choice.
 func hasChoice(body []byte) bool {
 	return len(gjson.GetBytes(body, "choices").Array()) > 0
 }
 
+// isObject reports whether a valid JSON document is an object.
 func isObject(b []byte) bool {
 	for _, c := range b {
 		switch c {
