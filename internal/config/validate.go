@@ -275,22 +275,8 @@ func (l *loader) validateModels(c *Config, providers []string) {
 		if m.ProbeInterval != nil {
 			l.intRange(base+".probe_interval", int64(*m.ProbeInterval), 1, 100000)
 		}
-		// true parses as a zero, non-disabled Toggle meaning "use the
-		// global"; a literal 0 is out of range like any other value.
-		if t := m.TTFTTimeout; t != nil && !t.Disabled && !(t.Value == 0 && l.isBool(base+".ttft_timeout")) {
-			if t.Value == 0 {
-				l.errAt(base+".ttft_timeout", "must be between 1s and 86400s, got 0s (use false to disable)")
-			} else {
-				l.durRange(base+".ttft_timeout", t.Value, time.Second, day)
-			}
-		}
-		if t := m.FirstByteTimeout; t != nil && !t.Disabled && !(t.Value == 0 && l.isBool(base+".first_byte_timeout")) {
-			if t.Value == 0 {
-				l.errAt(base+".first_byte_timeout", "must be between 100ms and 86400s, got 0s (use false to disable)")
-			} else {
-				l.durRange(base+".first_byte_timeout", t.Value, 100*time.Millisecond, day)
-			}
-		}
+		l.toggleRange(base+".ttft_timeout", m.TTFTTimeout, time.Second)
+		l.toggleRange(base+".first_byte_timeout", m.FirstByteTimeout, 100*time.Millisecond)
 		if len(m.Providers) == 0 {
 			l.errAt(base+".providers", "at least one provider is required")
 		}
@@ -392,6 +378,19 @@ func (l *loader) durRange(path string, d Duration, lo, hi time.Duration) bool {
 		return false
 	}
 	return true
+}
+
+// toggleRange checks a per-model timeout (a Toggle) against lo..1 day.
+// true parses as a zero, non-disabled Toggle meaning "use the global"; a
+// literal 0 is out of range like any other value.
+func (l *loader) toggleRange(path string, t *Toggle, lo time.Duration) {
+	switch {
+	case t == nil || t.Disabled || t.Value == 0 && l.isBool(path):
+	case t.Value == 0:
+		l.errAt(path, "must be between %s and %s, got 0s (use false to disable)", secs(lo), secs(day))
+	default:
+		l.durRange(path, t.Value, lo, day)
+	}
 }
 
 // secs prints a bound in seconds, the unit the docs use.
