@@ -74,44 +74,27 @@ const (
 
 func (l *loader) queueDefaults(c *Config) {
 	q := &c.Queue
-	if !l.has("queue.mode") {
-		q.Mode = QueueOff
-	}
-	num := func(path string, p *int, v int) {
-		if !l.has(path) {
-			*p = v
-		}
-	}
-	num64 := func(path string, p *int64, v int64) {
-		if !l.has(path) {
-			*p = v
-		}
-	}
-	dur := func(path string, d *Duration, v time.Duration) {
-		if !l.has(path) {
-			*d = Duration(v)
-		}
-	}
-	num("queue.depth", &q.Depth, 10_000)
-	num("queue.max_deliveries", &q.MaxDeliveries, 3)
-	dur("queue.lease", &q.Lease, 15*time.Second)
-	dur("queue.origin_lease", &q.OriginLease, 15*time.Second)
-	num("queue.worker_concurrency", &q.WorkerConcurrency, 64)
-	num("queue.retained_jobs", &q.RetainedJobs, 10_000)
-	num64("queue.retained_base_bytes", &q.RetainedBaseBytes, 512*mib)
-	num64("queue.retained_terminal_bytes", &q.RetainedTerminalBytes, 512*mib)
-	num64("queue.unary_terminal_bytes", &q.UnaryTerminalBytes, 64*mib)
-	num64("queue.stream_terminal_bytes", &q.StreamTerminalBytes, 128*1024)
-	dur("queue.result_ttl", &q.ResultTTL, time.Minute)
-	num("queue.dlq_max", &q.DLQMax, 1000)
-	num64("queue.dlq_bytes", &q.DLQBytes, 64*mib)
-	dur("queue.dlq_ttl", &q.DLQTTL, 24*time.Hour)
+	setDefault(l, "queue.mode", &q.Mode, QueueOff)
+	setDefault(l, "queue.depth", &q.Depth, 10_000)
+	setDefault(l, "queue.max_deliveries", &q.MaxDeliveries, 3)
+	setDefault(l, "queue.lease", &q.Lease, Duration(15*time.Second))
+	setDefault(l, "queue.origin_lease", &q.OriginLease, Duration(15*time.Second))
+	setDefault(l, "queue.worker_concurrency", &q.WorkerConcurrency, 64)
+	setDefault(l, "queue.retained_jobs", &q.RetainedJobs, 10_000)
+	setDefault(l, "queue.retained_base_bytes", &q.RetainedBaseBytes, 512*mib)
+	setDefault(l, "queue.retained_terminal_bytes", &q.RetainedTerminalBytes, 512*mib)
+	setDefault(l, "queue.unary_terminal_bytes", &q.UnaryTerminalBytes, 64*mib)
+	setDefault(l, "queue.stream_terminal_bytes", &q.StreamTerminalBytes, 128*1024)
+	setDefault(l, "queue.result_ttl", &q.ResultTTL, Duration(time.Minute))
+	setDefault(l, "queue.dlq_max", &q.DLQMax, 1000)
+	setDefault(l, "queue.dlq_bytes", &q.DLQBytes, 64*mib)
+	setDefault(l, "queue.dlq_ttl", &q.DLQTTL, Duration(24*time.Hour))
 
 	i := &c.Idempotency
-	dur("idempotency.ttl", &i.TTL, 24*time.Hour)
-	num("idempotency.max_entries", &i.MaxEntries, 100_000)
-	num64("idempotency.max_bytes", &i.MaxBytes, mib)
-	num64("idempotency.max_total_bytes", &i.MaxTotalBytes, 256*mib)
+	setDefault(l, "idempotency.ttl", &i.TTL, Duration(24*time.Hour))
+	setDefault(l, "idempotency.max_entries", &i.MaxEntries, 100_000)
+	setDefault(l, "idempotency.max_bytes", &i.MaxBytes, mib)
+	setDefault(l, "idempotency.max_total_bytes", &i.MaxTotalBytes, 256*mib)
 }
 
 func (l *loader) validateQueue(c *Config) {
