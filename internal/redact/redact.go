@@ -48,20 +48,15 @@ func (s *Secrets) Bytes(b []byte) []byte {
 	if s == nil {
 		return b
 	}
-	out := b
-	copied := false
 	for _, k := range s.list {
-		if !bytes.Contains(out, k) {
-			continue
+		if bytes.Contains(b, k) {
+			b = bytes.ReplaceAll(b, k, mask) // a copy: the caller's b is not modified
 		}
-		out = bytes.ReplaceAll(out, k, []byte(Mask)) // a new slice: b is not modified
-		copied = true
 	}
-	if !copied {
-		return b
-	}
-	return out
+	return b
 }
+
+var mask = []byte(Mask)
 
 // String is Bytes for a string.
 func (s *Secrets) String(v string) string {
