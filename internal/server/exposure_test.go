@@ -3,6 +3,8 @@ package server
 import (
 	"strings"
 	"testing"
+
+	"github.com/tidwall/gjson"
 )
 
 // SECURITY.md's table of what is exposed without a key, with gateway keys
@@ -42,5 +44,21 @@ func TestWhatIsExposedWithoutAKey(t *testing.T) {
 	}
 	if g.mock("a").Calls() != 0 {
 		t.Fatal("an unauthenticated request reached the provider")
+	}
+}
+
+// With auth off nothing is metered: /v1/usage answers, and its counts stay
+// 0 however much is served (README's /v1/usage row).
+func TestUsageWithAuthOffCountsNothing(t *testing.T) {
+	g := startGateway(t, mockYAML("m", "a"))
+	for range 3 {
+		if a := g.post("/v1/chat/completions", chatBody); a.Status != 200 {
+			t.Fatalf("%d %s", a.Status, a.Body)
+		}
+	}
+	u := g.get("/v1/usage")
+	if u.Status != 200 || !gjson.Get(u.Body, "requests_today").Exists() ||
+		gjson.Get(u.Body, "requests_today").Int() != 0 || gjson.Get(u.Body, "tokens_today").Int() != 0 {
+		t.Fatalf("usage with auth off: %d %s", u.Status, u.Body)
 	}
 }
