@@ -34,22 +34,21 @@ local function now_ms()
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
--- reclaim forgets index entries whose value expired (fixed batch).
-local function reclaim(now)
-  for _, k in ipairs(redis.call('ZRANGEBYSCORE', P .. 'index', '-inf', I(now), 'LIMIT', 0, 100)) do
-    if redis.call('EXISTS', P .. 'e:' .. k) == 0 then
-      local size = tonumber(redis.call('HGET', P .. 'sizes', k) or '0') or 0
-      redis.call('HINCRBY', P .. 'acct', 'bytes', I(-size))
-      redis.call('HDEL', P .. 'sizes', k)
-      redis.call('ZREM', P .. 'index', k)
-    end
-  end
-end
-local function forget(k)
+-- unindex takes k out of the index and its size out of the byte total.
+local function unindex(k)
   local size = tonumber(redis.call('HGET', P .. 'sizes', k) or '0') or 0
   redis.call('HINCRBY', P .. 'acct', 'bytes', I(-size))
   redis.call('HDEL', P .. 'sizes', k)
   redis.call('ZREM', P .. 'index', k)
+end
+-- reclaim forgets index entries whose value expired (fixed batch).
+local function reclaim(now)
+  for _, k in ipairs(redis.call('ZRANGEBYSCORE', P .. 'index', '-inf', I(now), 'LIMIT', 0, 100)) do
+    if redis.call('EXISTS', P .. 'e:' .. k) == 0 then unindex(k) end
+  end
+end
+local function forget(k)
+  unindex(k)
   redis.call('DEL', P .. 'e:' .. k)
 end
 `
