@@ -67,6 +67,13 @@ type Limits struct {
 	MaxTotal   int64 // all answers
 }
 
+// full reports whether an answer of size bytes is over the entry or byte
+// bound, with count entries (the caller's claim among them) holding total
+// bytes.
+func (l Limits) full(count, total, size int64) bool {
+	return count > int64(l.MaxEntries) || total+size > l.MaxTotal
+}
+
 // Store is one backend.
 type Store interface {
 	// Claim looks key up with the request body's hash; on Fresh the caller

@@ -67,10 +67,11 @@ func (s *Memory) Finish(_ context.Context, key, token string, rec *Record) (bool
 		s.remove(key, e)
 		return false, ErrTooLarge
 	}
-	if len(s.m) > s.lim.MaxEntries || s.total+int64(len(b)) > s.lim.MaxTotal {
+	full := func() bool { return s.lim.full(int64(len(s.m)), s.total, int64(len(b))) }
+	if full() {
 		s.sweep(s.now())
 	}
-	if len(s.m) > s.lim.MaxEntries || s.total+int64(len(b)) > s.lim.MaxTotal {
+	if full() {
 		s.remove(key, e)
 		return false, nil
 	}

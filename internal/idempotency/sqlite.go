@@ -92,10 +92,10 @@ func (s *SQLite) Finish(ctx context.Context, key, token string, rec *Record) (bo
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.now().UnixMilli()
-	if s.count > int64(s.lim.MaxEntries) || s.total+int64(len(b)) > s.lim.MaxTotal {
+	if s.lim.full(s.count, s.total, int64(len(b))) {
 		s.reclaim(ctx, now)
 	}
-	if s.count > int64(s.lim.MaxEntries) || s.total+int64(len(b)) > s.lim.MaxTotal {
+	if s.lim.full(s.count, s.total, int64(len(b))) {
 		return false, s.release(ctx, key, token)
 	}
 	res, err := s.db.ExecContext(ctx, `UPDATE idempotency SET rec = ?, size = ?, expires_ms = ? WHERE k = ? AND token = ? AND rec IS NULL`,
