@@ -123,16 +123,7 @@ func (c *Controller) Admit(ctx context.Context, ai AttemptInfo) (*Permit, *Refus
 	if known && entry.MaxOutput != spend.Unknown {
 		target.Known, target.ModelCeiling = true, entry.MaxOutput
 	}
-	if models, ok := spend.FallbackModels(ai.ProviderType, ai.Body); ok {
-		// OpenRouter may serve any listed model: each one's ceiling counts.
-		for _, m := range models {
-			ceil := int64(spend.UnknownFallbackCeiling)
-			if e, ok := s.catalog.Lookup(ai.Provider, m); ok && e.MaxOutput != spend.Unknown {
-				ceil = e.MaxOutput
-			}
-			target.FallbackCeiling = max(target.FallbackCeiling, ceil)
-		}
-	}
+	target.FallbackCeiling = s.catalog.FallbackCeiling(ai.Provider, ai.ProviderType, ai.Body)
 	est := limit.EstimateTokens(ai.Body, target)
 	ds, metas := debits(s, id, p, est.Total)
 

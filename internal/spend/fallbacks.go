@@ -39,6 +39,26 @@ func FallbackModels(providerType string, body []byte) (models []string, ok bool)
 	return models, true
 }
 
+// FallbackCeiling is the largest output ceiling, in tokens, of the models
+// of the body's OpenRouter fallback list (UnknownFallbackCeiling for one
+// the catalog does not know): OpenRouter may serve any of them. 0 when the
+// body has no such list.
+func (c *Catalog) FallbackCeiling(provider, providerType string, body []byte) int64 {
+	models, ok := FallbackModels(providerType, body)
+	if !ok {
+		return 0
+	}
+	var ceiling int64
+	for _, m := range models {
+		ceil := int64(UnknownFallbackCeiling)
+		if e, ok := c.Lookup(provider, m); ok && e.MaxOutput != Unknown {
+			ceil = e.MaxOutput
+		}
+		ceiling = max(ceiling, ceil)
+	}
+	return ceiling
+}
+
 // quoteFallbacks bounds a request that OpenRouter may serve with its own
 // model or any listed one: the largest of their quotes, each under its own
 // model's catalog entry (its output ceiling when the request sets no

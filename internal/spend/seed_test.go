@@ -62,3 +62,31 @@ func TestQuoteSeedParity(t *testing.T) {
 		})
 	}
 }
+
+// The TPM estimate of an OpenRouter models list reserves the largest
+// output ceiling among the listed models, a million tokens for one the
+// catalog does not know, and nothing extra without such a list.
+func TestFallbackCeiling(t *testing.T) {
+	c := New(&config.Config{Pricing: map[string]map[string]*config.Price{
+		"or": {
+			"cheap":  {Input: f64(1), Output: f64(1), MaxOutput: i64(1000), Context: i64(100000)},
+			"costly": {Input: f64(1), Output: f64(10), MaxOutput: i64(4000), Context: i64(100000)},
+		},
+	}})
+	for _, tt := range []struct {
+		name, typ, body string
+		want            int64
+	}{
+		{"known models: the largest ceiling", "openai", `{"models":["cheap","costly"]}`, 4000},
+		{"one unknown model", "openai", `{"models":["cheap","nobody/knows"]}`, UnknownFallbackCeiling},
+		{"no list", "openai", `{"model":"cheap"}`, 0},
+		{"not a list of names", "openai", `{"models":[1]}`, 0},
+		{"not an OpenAI-compatible provider", "anthropic", `{"models":["costly"]}`, 0},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := c.FallbackCeiling("or", tt.typ, []byte(tt.body)); got != tt.want {
+				t.Fatalf("ceiling %d, want %d", got, tt.want)
+			}
+		})
+	}
+}
