@@ -88,8 +88,15 @@ type deadlineConn struct {
 }
 
 func (c *deadlineConn) armRead(now time.Time) {
-	c.readLeft.Store(now.Add(c.read + c.read/8).UnixNano())
-	_ = c.Conn.SetReadDeadline(now.Add(c.read + c.read/8))
+	d := now.Add(c.read + c.read/8)
+	c.readLeft.Store(d.UnixNano())
+	_ = c.Conn.SetReadDeadline(d)
+}
+
+func (c *deadlineConn) armWrite(now time.Time) {
+	d := now.Add(c.write + c.write/8)
+	c.writeLeft.Store(d.UnixNano())
+	_ = c.Conn.SetWriteDeadline(d)
 }
 
 func (c *deadlineConn) Read(b []byte) (int, error) {
@@ -103,11 +110,8 @@ func (c *deadlineConn) Read(b []byte) (int, error) {
 
 func (c *deadlineConn) Write(b []byte) (int, error) {
 	now := time.Now()
-	if c.write > 0 {
-		if c.writeLeft.Load()-now.UnixNano() < int64(c.write) {
-			c.writeLeft.Store(now.Add(c.write + c.write/8).UnixNano())
-			_ = c.Conn.SetWriteDeadline(now.Add(c.write + c.write/8))
-		}
+	if c.write > 0 && c.writeLeft.Load()-now.UnixNano() < int64(c.write) {
+		c.armWrite(now)
 	}
 	if c.read > 0 && c.readLeft.Load()-now.UnixNano() < int64(c.read) {
 		c.armRead(now)
