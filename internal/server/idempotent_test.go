@@ -96,3 +96,24 @@ func TestIdempotencyAcrossIngressReplicas(t *testing.T) {
 	reps := startQueued(t, srv, yaml, "", ingressOnly, ingressOnly, workerOnly)
 	concurrentDuplicates(t, []string{reps[0].URL, reps[1].URL}, func() int64 { return reps[2].mock("a").Calls() })
 }
+
+// A failed answer (5xx) is not stored: the retry with the same key runs
+// again and gets the real answer, which is then the one replayed.
+func TestIdempotencyFailureNotStored(t *testing.T) {
+	yaml := strings.Replace(mockYAML("m", "a"), "mock: {tokens: 5}", "mock: {tokens: 5, fail_first: 1, fail_status: 500}", 1)
+	yaml = strings.Replace(yaml, "max_attempts: 2, max_rounds: 2", "max_attempts: 1, max_rounds: 1", 1)
+	g := startGateway(t, yaml)
+	for i, want := range []struct {
+		status   int
+		replayed string
+	}{{500, ""}, {200, ""}, {200, "true"}} {
+		a := g.post("/v1/chat/completions", chatBody, "Idempotency-Key", "after-failure")
+		if a.Status != want.status || a.Header.Get("Idempotent-Replayed") != want.replayed {
+			t.Fatalf("request %d: %d replayed=%q, want %d replayed=%q: %s", i+1, a.Status,
+				a.Header.Get("Idempotent-Replayed"), want.status, want.replayed, a.Body)
+		}
+	}
+	if n := g.mock("a").Calls(); n != 2 {
+		t.Fatalf("%d provider calls, want 2 (the failure and its retry)", n)
+	}
+}
