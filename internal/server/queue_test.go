@@ -105,6 +105,12 @@ func TestQueueServesLikeLocal(t *testing.T) {
 	if a := in.post("/v1/chat/completions", `{"model":"nope","messages":[]}`); a.Status != 404 {
 		t.Fatalf("unknown model: %d %s", a.Status, a.Body)
 	}
+	// A worker-only replica takes no client request: 503 with Retry-After.
+	calls := wk.mock("a").Calls()
+	if a := wk.post("/v1/chat/completions", chatBody); a.Status != 503 || gjson.Get(a.Body, "error.code").String() != "not_ingress" ||
+		a.Header.Get("Retry-After") == "" || wk.mock("a").Calls() != calls {
+		t.Fatalf("request to a worker: %d %v %s", a.Status, a.Header, a.Body)
+	}
 }
 
 // shape blanks ids and timestamps so two answers compare by content.
