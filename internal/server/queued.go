@@ -28,9 +28,7 @@ import (
 // Queueing is the server's distributed-execution state (nil: mode off).
 type Queueing struct {
 	Q *queue.Queue
-	// Ingress: this replica enqueues its clients' requests; Worker: it
-	// runs jobs (both for role all).
-	Ingress, Worker bool
+	Role
 
 	mu      sync.Mutex
 	origin  *queue.Origin
@@ -50,10 +48,10 @@ var errOriginPending = errors.New("the queue subscription is not up (redis unrea
 
 // JoinQueue switches the server to distributed execution on q; an
 // ingress starts its subscription at once.
-func (s *Server) JoinQueue(q *queue.Queue, ingress, worker bool) {
-	s.queueing = &Queueing{Q: q, Ingress: ingress, Worker: worker}
+func (s *Server) JoinQueue(q *queue.Queue, role Role) {
+	s.queueing = &Queueing{Q: q, Role: role}
 	s.Metrics.WatchQueue(s.queueState)
-	if ingress {
+	if role.Ingress {
 		// Start the attempt without waiting for it (a done context).
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel()
@@ -89,14 +87,7 @@ func (s *Server) queueDetail(ctx context.Context) map[string]any {
 	if qg == nil {
 		return nil
 	}
-	role := "all"
-	switch {
-	case qg.Ingress && !qg.Worker:
-		role = "ingress"
-	case qg.Worker && !qg.Ingress:
-		role = "worker"
-	}
-	out := map[string]any{"mode": "redis", "role": role, "namespace": queue.Namespace}
+	out := map[string]any{"mode": "redis", "role": qg.Role.String(), "namespace": queue.Namespace}
 	ctx, cancel := context.WithTimeout(ctx, ingressOp)
 	defer cancel()
 	st, err := qg.Q.Stats(ctx)
@@ -490,8 +481,20 @@ func QueueOptions(cfg *config.Config) queue.Options {
 		DLQMax: q.DLQMax, DLQBytes: q.DLQBytes, DLQTTL: q.DLQTTL.D()}
 }
 
-// Role is which half of distributed execution a replica runs.
+// Role is which half of distributed execution a replica runs: Ingress
+// enqueues its clients' requests, Worker runs jobs (both for role all).
 type Role struct{ Ingress, Worker bool }
+
+// String is the role as --role spells it.
+func (r Role) String() string {
+	switch {
+	case r.Ingress && !r.Worker:
+		return "ingress"
+	case r.Worker && !r.Ingress:
+		return "worker"
+	}
+	return "all"
+}
 
 // ParseRole reads --role / SWITCHBOARD_ROLE: ingress, worker or all.
 func ParseRole(s string) (Role, error) {
@@ -510,7 +513,7 @@ func ParseRole(s string) (Role, error) {
 // every replica, the worker loop on workers. The returned wait blocks
 // until the worker has drained after ctx ended.
 func (s *Server) StartQueue(ctx context.Context, q *queue.Queue, role Role) (wait func()) {
-	s.JoinQueue(q, role.Ingress, role.Worker)
+	s.JoinQueue(q, role)
 	go q.Reaper(ctx, max(q.Options().Lease/5, 100*time.Millisecond), s.Log, func(r queue.Reaped) {
 		s.Metrics.Queue.Redeliveries.Add(float64(r.Requeued))
 		s.Metrics.Queue.Cancellations.Add(float64(r.Canceled))
