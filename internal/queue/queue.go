@@ -109,35 +109,27 @@ type Options struct {
 	Prefix string
 }
 
+// def sets *p to v when *p is not positive.
+func def[T int | int64 | time.Duration](p *T, v T) {
+	if *p <= 0 {
+		*p = v
+	}
+}
+
 func (o *Options) defaults() {
-	def := func(p *int, v int) {
-		if *p <= 0 {
-			*p = v
-		}
-	}
-	def64 := func(p *int64, v int64) {
-		if *p <= 0 {
-			*p = v
-		}
-	}
-	defd := func(p *time.Duration, v time.Duration) {
-		if *p <= 0 {
-			*p = v
-		}
-	}
 	def(&o.Depth, 10_000)
 	def(&o.MaxDeliveries, 3)
-	defd(&o.Lease, 15*time.Second)
-	defd(&o.OriginLease, 15*time.Second)
+	def(&o.Lease, 15*time.Second)
+	def(&o.OriginLease, 15*time.Second)
 	def(&o.RetainedJobs, 10_000)
-	def64(&o.RetainedBase, 512<<20)
-	def64(&o.RetainedTerminal, 512<<20)
-	def64(&o.UnaryTerminal, 64<<20)
-	def64(&o.StreamTerminal, 128<<10)
-	defd(&o.ResultTTL, time.Minute)
+	def(&o.RetainedBase, 512<<20)
+	def(&o.RetainedTerminal, 512<<20)
+	def(&o.UnaryTerminal, 64<<20)
+	def(&o.StreamTerminal, 128<<10)
+	def(&o.ResultTTL, time.Minute)
 	def(&o.DLQMax, 1000)
-	def64(&o.DLQBytes, 64<<20)
-	defd(&o.DLQTTL, 24*time.Hour)
+	def(&o.DLQBytes, 64<<20)
+	def(&o.DLQTTL, 24*time.Hour)
 	if o.Prefix == "" {
 		o.Prefix = Namespace
 	}
