@@ -29,10 +29,9 @@ func BudgetWarnings(cfg *config.Config) []string {
 			if p == nil {
 				continue
 			}
+			// Loading the config gave every entry its model (the route's
+			// name by default).
 			model := e.Model
-			if model == "" {
-				model = m.Name
-			}
 			q := cat.Quote(spend.Request{Provider: e.Provider, ProviderType: p.Type, Model: model,
 				Endpoint: "chat/completions", Body: probeBody})
 			if q.Priced {
