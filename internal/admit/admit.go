@@ -65,7 +65,7 @@ func debits(s *snapshot, id *tenant.Identity, p *providerInfo, tokens int64) ([]
 	t := tenantOf(id)
 	trpm, ttpm := rateOf(nil), rateOf(nil)
 	if id != nil && t != "" {
-		tr := windowed(rates{rateOf(id.RPM), rateOf(id.TPM)}, s.cfg.Limits.Window)
+		tr := s.tenantRates(id)
 		trpm, ttpm = tr.rpm, tr.tpm
 	}
 	g := groupOf(p.name)

@@ -136,6 +136,11 @@ func rateOf(v *int64) limit.Rate {
 	return limit.Rate{Limit: *v, Window: time.Minute}
 }
 
+// tenantRates are id's own rpm and tpm (sliding per limits.window).
+func (s *snapshot) tenantRates(id *tenant.Identity) rates {
+	return windowed(rates{rateOf(id.RPM), rateOf(id.TPM)}, s.cfg.Limits.Window)
+}
+
 // windowed marks rs sliding per limits.window.
 func windowed(rs rates, w config.Windows) rates {
 	rs.rpm.Sliding, rs.tpm.Sliding = w.Sliding("rpm"), w.Sliding("tpm")

@@ -125,14 +125,14 @@ func (c *Controller) Usage(ctx context.Context, id *tenant.Identity, o UsageOpti
 	t := tenantOf(id)
 	var own []string
 	if id != nil && t != "" {
+		tr := s.tenantRates(id)
 		for _, x := range []struct {
 			name string
 			v    *int64
-		}{{"rpm", id.RPM}, {"tpm", id.TPM}} {
+			r    limit.Rate
+		}{{"rpm", id.RPM, tr.rpm}, {"tpm", id.TPM, tr.tpm}} {
 			if x.v != nil {
-				r := rateOf(x.v)
-				r.Sliding = s.cfg.Limits.Window.Sliding(x.name)
-				ds = append(ds, limit.Debit{Key: "t:" + t + ":" + x.name, Rate: r})
+				ds = append(ds, limit.Debit{Key: "t:" + t + ":" + x.name, Rate: x.r})
 				own = append(own, x.name)
 			}
 		}
