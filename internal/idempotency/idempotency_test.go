@@ -137,3 +137,31 @@ func TestConcurrentClaimsOneWinner(t *testing.T) {
 		})
 	}
 }
+
+// Expired answers free their room: a full store takes new answers once
+// the old ones are past their TTL (and counts the room again after).
+func TestExpiredAnswersFreeRoom(t *testing.T) {
+	lim := Limits{TTL: time.Hour, MaxEntries: 2, MaxBytes: 1 << 10, MaxTotal: 1 << 20}
+	for name, b := range stores(t, lim) {
+		if b.advance == nil {
+			continue // Redis expires on its own clock
+		}
+		t.Run(name, func(t *testing.T) {
+			finish := func(k string) bool {
+				_, _, tok, err := b.s.Claim(bg, k, "h", time.Minute)
+				if err != nil {
+					t.Fatal(err)
+				}
+				ok, _ := b.s.Finish(bg, k, tok, &Record{Status: 200, Body: []byte("x")})
+				return ok
+			}
+			if !finish("a") || finish("b") && finish("c") {
+				t.Fatal("the entry bound did not hold before the ttl")
+			}
+			b.advance(2 * time.Hour)
+			if !finish("d") || finish("e") && finish("f") {
+				t.Fatal("expired answers did not free their room, or were counted twice")
+			}
+		})
+	}
+}
