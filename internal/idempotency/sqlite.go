@@ -110,16 +110,21 @@ func (s *SQLite) Finish(ctx context.Context, key, token string, rec *Record) (bo
 	return false, nil
 }
 
-// reclaim deletes expired rows in one fixed-size batch.
+// reclaim deletes expired rows in one fixed-size batch; the totals drop by
+// the sizes the delete itself returns (one statement, not a count first).
 func (s *SQLite) reclaim(ctx context.Context, now int64) {
-	var n, size int64
-	_ = s.db.QueryRowContext(ctx, `SELECT COUNT(*), COALESCE(SUM(size), 0) FROM (SELECT size FROM idempotency WHERE expires_ms <= ? ORDER BY k LIMIT 1000)`, now).Scan(&n, &size)
-	if n == 0 {
+	rows, err := s.db.QueryContext(ctx, `DELETE FROM idempotency WHERE k IN
+		(SELECT k FROM idempotency WHERE expires_ms <= ? LIMIT 1000) RETURNING size`, now)
+	if err != nil {
 		return
 	}
-	if _, err := s.db.ExecContext(ctx, `DELETE FROM idempotency WHERE k IN (SELECT k FROM idempotency WHERE expires_ms <= ? ORDER BY k LIMIT 1000)`, now); err == nil {
-		s.count -= n
-		s.total -= size
+	defer rows.Close()
+	for rows.Next() {
+		var size int64
+		if rows.Scan(&size) == nil {
+			s.count--
+			s.total -= size
+		}
 	}
 }
 
