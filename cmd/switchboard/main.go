@@ -262,7 +262,7 @@ func serve(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	watches = reloadpkg.NewFiles(ctx, log, reload)
-	go reloadOnSignal(ctx, reload)
+	go reloadOnSignal(ctx, reloadSignals(), reload)
 	waitQueue, ok := startQueue(ctx, srv, cfg, *roleName, log)
 	if !ok {
 		return 1
@@ -352,10 +352,17 @@ func watchedFiles(path string, cfg *config.Config) (time.Duration, map[string]st
 	return interval, files
 }
 
-// reloadOnSignal reloads the config on SIGHUP and SIGUSR1.
-func reloadOnSignal(ctx context.Context, reload func(trigger string)) {
+// reloadSignals subscribes to SIGHUP and SIGUSR1 now, on the caller's
+// goroutine: subscribed only inside the reloading goroutine, a SIGHUP sent
+// right after "listening" could still find its default action (exit).
+func reloadSignals() chan os.Signal {
 	ch := make(chan os.Signal, 1)
 	signal.Notify(ch, syscall.SIGHUP, syscall.SIGUSR1)
+	return ch
+}
+
+// reloadOnSignal reloads the config on each signal from ch.
+func reloadOnSignal(ctx context.Context, ch chan os.Signal, reload func(trigger string)) {
 	defer signal.Stop(ch)
 	for {
 		select {
