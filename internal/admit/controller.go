@@ -219,6 +219,14 @@ func (c *Controller) Authenticate(presentedKey string) (*tenant.Identity, bool) 
 	return id, ok
 }
 
+// Keys is the key table in force (nil before Configure).
+func (c *Controller) Keys() *tenant.Table {
+	if s := c.snap.Load(); s != nil {
+		return s.keys
+	}
+	return nil
+}
+
 // AuthenticateDigest is Authenticate for a key known by its hex SHA-256
 // digest (a queued job's). With auth off every digest is accepted.
 func (c *Controller) AuthenticateDigest(hexDigest string) (*tenant.Identity, bool) {

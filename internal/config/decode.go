@@ -487,7 +487,7 @@ func secretField(path string) bool {
 	}
 	name := path[strings.LastIndexByte(path, '.')+1:]
 	switch name {
-	case "api_key", "api_keys", "token", "metrics_token", "password", "url", "base_url":
+	case "api_key", "api_keys", "token", "metrics_token", "admin_token", "password", "url", "base_url":
 		return true
 	}
 	return strings.Contains(name, "secret") || strings.Contains(name, "token") || strings.Contains(name, "password")

@@ -165,6 +165,17 @@ func (l *loader) validateAuth(c *Config) {
 		d := sha256.Sum256([]byte(a.Token))
 		tokenDigest = &d
 	}
+	if a.AdminToken != "" {
+		if _, err := KeyDigest(a.AdminToken); err != nil || strings.HasPrefix(a.AdminToken, "sha256:") {
+			l.errAt("auth.admin_token", "must be a plaintext token without spaces or control characters")
+		} else if a.AdminToken == a.Token {
+			l.errAt("auth.admin_token", "equals auth.token; use a different token for the admin API")
+		}
+	}
+	var adminDigest [32]byte
+	if a.AdminToken != "" {
+		adminDigest = sha256.Sum256([]byte(a.AdminToken))
+	}
 	seen := map[[32]byte]string{}
 	tenants := map[string]keyEntry{}
 	for _, e := range entries {
@@ -175,6 +186,8 @@ func (l *loader) validateAuth(c *Config) {
 			e.report("", "the same key as %s (a key may map to one identity only)", first)
 		} else if tokenDigest != nil && d == *tokenDigest {
 			e.report("", "equals auth.token, which is the anonymous key; use a different key")
+		} else if a.AdminToken != "" && d == adminDigest {
+			e.report("", "equals auth.admin_token; a gateway key and the admin token must differ")
 		} else {
 			seen[d] = e.label
 		}

@@ -83,3 +83,29 @@ func TestNoOperatorWarning(t *testing.T) {
 		}
 	}
 }
+
+// TestAdminTokenChecked: auth.admin_token must be a plain token distinct
+// from auth.token and every gateway key; messages never quote it.
+func TestAdminTokenChecked(t *testing.T) {
+	base := "providers:\n  p: {type: mock}\nmodels:\n  - name: m\n    providers: [{provider: p}]\n"
+	tests := []struct {
+		auth, err string
+	}{
+		{"auth: {admin_token: adm-1}\n", ""},
+		{"auth: {admin_token: same, token: same}\n", "auth.admin_token: equals auth.token"},
+		{"auth:\n  admin_token: dup-key\n  keys:\n    dup-key: {tenant: a}\n", "equals auth.admin_token"},
+		{"auth: {admin_token: \"has space\"}\n", "auth.admin_token: must be a plaintext token"},
+		{"auth: {admin_token: \"sha256:" + strings.Repeat("a", 64) + "\"}\n", "auth.admin_token: must be a plaintext token"},
+	}
+	for _, tt := range tests {
+		_, err := Parse([]byte(base+tt.auth), "t.yaml")
+		switch {
+		case tt.err == "" && err != nil:
+			t.Errorf("%q: %v", tt.auth, err)
+		case tt.err != "" && (err == nil || !strings.Contains(err.Error(), tt.err)):
+			t.Errorf("%q: err %v, want %q", tt.auth, err, tt.err)
+		case err != nil && (strings.Contains(err.Error(), "dup-key") || strings.Contains(err.Error(), "has space")):
+			t.Errorf("%q: the error quotes the secret: %v", tt.auth, err)
+		}
+	}
+}

@@ -272,6 +272,11 @@ type Auth struct {
 	// MetricsToken, when set, opens /metrics (as does an admin key; with
 	// any auth configured, /metrics needs one of the two).
 	MetricsToken string `yaml:"metrics_token"`
+	// AdminToken, when set, opens the admin API (/admin/v1/...) as does a
+	// key with role: admin. It is a secret like the keys; it does not
+	// authenticate /v1 requests. Default: none (then only admin keys, and
+	// with auth off entirely the admin API stays closed).
+	AdminToken string `yaml:"admin_token"`
 	// KeysFile is a JSON file mapping gateway keys to identities, read (and
 	// re-read on every reload) by Load; a relative path is relative to the
 	// config file's directory.

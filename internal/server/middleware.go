@@ -209,6 +209,9 @@ func routeLabel(p string) string {
 	if strings.HasPrefix(p, "/v1/models/") {
 		return "/v1/models/{name}"
 	}
+	if strings.HasPrefix(p, "/admin/") {
+		return adminRouteLabel(p)
+	}
 	return "other"
 }
 

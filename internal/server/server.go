@@ -40,8 +40,9 @@ import (
 type Snapshot struct {
 	Config *config.Config
 	Routes *route.Table
-	// metricsHash is sha256(auth.metrics_token) when set.
-	metricsHash *[32]byte
+	// metricsHash is sha256(auth.metrics_token) when set; adminHash
+	// sha256(auth.admin_token).
+	metricsHash, adminHash *[32]byte
 	// advisory: the rate-limit advisory headers are on, under
 	// advisoryNames (limits.advisory_prefix).
 	advisory      bool
@@ -188,6 +189,10 @@ func (s *Server) Apply(cfg *config.Config) {
 	if cfg.Auth.MetricsToken != "" {
 		h := sha256.Sum256([]byte(cfg.Auth.MetricsToken))
 		snap.metricsHash = &h
+	}
+	if cfg.Auth.AdminToken != "" {
+		h := sha256.Sum256([]byte(cfg.Auth.AdminToken))
+		snap.adminHash = &h
 	}
 	s.snap.Store(snap)
 	if l := s.conns.Load(); l != nil {

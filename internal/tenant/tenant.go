@@ -9,7 +9,9 @@
 package tenant
 
 import (
+	"cmp"
 	"crypto/sha256"
+	"encoding/hex"
 	"slices"
 
 	"switchboard/internal/config"
@@ -36,7 +38,28 @@ type Identity struct {
 	// Admin: the key's role is admin (and the auth.token identity, the
 	// operator's single shared key, is one).
 	Admin bool
+	// KeyID names the key used, without revealing it: "cfg-" + the first
+	// 12 hex digits of its SHA-256 for keys from the config (auth.keys,
+	// auth.keys_file, auth.token), the assigned "key-…" id for keys
+	// issued through the admin API. Usage rows and audit entries carry it.
+	KeyID string
+	// KeyName is the name an admin gave the key ("" for config keys).
+	KeyName string
+	// Origin says where the key comes from: OriginToken, OriginConfig,
+	// OriginKeysFile or OriginAdmin.
+	Origin string
 }
+
+// Origins of a key.
+const (
+	OriginToken    = "auth.token"
+	OriginConfig   = "auth.keys"
+	OriginKeysFile = "auth.keys_file"
+	OriginAdmin    = "admin"
+)
+
+// ConfigKeyID is the KeyID of a key from the config, from its digest.
+func ConfigKeyID(d [32]byte) string { return "cfg-" + hex.EncodeToString(d[:6]) }
 
 // Operator reports whether id may see the whole gateway: providers, their
 // traffic and health, every tenant's spend, /metrics. True for an admin
@@ -59,16 +82,23 @@ func (id *Identity) Budgeted() bool { return id != nil && id.BudgetNano != nil }
 type Table struct {
 	byDigest map[[32]byte]*Identity
 	tenants  []*Identity
+	// keys lists every identity once per key, config keys in source order
+	// (token, auth.keys, keys file), each sorted by KeyID.
+	keys []*Identity
 }
 
 // Compile builds the table from a validated config's auth section.
 func Compile(a *config.Auth) *Table {
 	t := &Table{byDigest: map[[32]byte]*Identity{}}
 	if a.Token != "" {
-		t.byDigest[sha256.Sum256([]byte(a.Token))] = &Identity{Anonymous: true, Admin: true, BudgetWindowSecs: config.DefaultBudgetWindowSecs}
+		d := sha256.Sum256([]byte(a.Token))
+		id := &Identity{Anonymous: true, Admin: true, BudgetWindowSecs: config.DefaultBudgetWindowSecs, KeyID: ConfigKeyID(d), Origin: OriginToken}
+		t.byDigest[d] = id
+		t.keys = append(t.keys, id)
 	}
 	byTenant := map[string]*Identity{}
-	add := func(keys map[string]*config.KeySpec) {
+	add := func(keys map[string]*config.KeySpec, origin string) {
+		first := len(t.keys)
 		// Sorted so that shared identities are built deterministically.
 		ks := make([]string, 0, len(keys))
 		for k := range keys {
@@ -82,24 +112,19 @@ func Compile(a *config.Auth) *Table {
 			}
 			spec := keys[k]
 			id := fromSpec(spec)
+			id.KeyID, id.Origin = ConfigKeyID(d), origin
+			t.keys = append(t.keys, id)
 			if byTenant[spec.Tenant] == nil {
 				byTenant[spec.Tenant] = id
 				t.tenants = append(t.tenants, id)
 			}
 			t.byDigest[d] = id
 		}
+		slices.SortFunc(t.keys[first:], func(x, y *Identity) int { return cmp.Compare(x.KeyID, y.KeyID) })
 	}
-	add(a.Keys)
-	add(a.FileKeys)
-	slices.SortFunc(t.tenants, func(x, y *Identity) int {
-		switch {
-		case x.Tenant < y.Tenant:
-			return -1
-		case x.Tenant > y.Tenant:
-			return 1
-		}
-		return 0
-	})
+	add(a.Keys, OriginConfig)
+	add(a.FileKeys, OriginKeysFile)
+	slices.SortFunc(t.tenants, func(x, y *Identity) int { return cmp.Compare(x.Tenant, y.Tenant) })
 	return t
 }
 
@@ -133,3 +158,6 @@ func (t *Table) LookupDigest(d [32]byte) (*Identity, bool) {
 
 // Tenants lists the named identities, sorted by tenant.
 func (t *Table) Tenants() []*Identity { return t.tenants }
+
+// Keys lists one identity per key (see Table.keys for the order).
+func (t *Table) Keys() []*Identity { return t.keys }

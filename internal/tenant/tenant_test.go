@@ -117,3 +117,31 @@ func TestInvalidKeysFileRefused(t *testing.T) {
 		t.Errorf("error leaks the key: %v", err)
 	}
 }
+
+// TestKeyIDs: every config key, the auth.token identity included, has a
+// stable non-secret id from its digest, and a stored digest names the same
+// key as its plaintext would.
+func TestKeyIDs(t *testing.T) {
+	cfg, err := load(t, `auth:
+  token: anon-token
+  keys:
+    sk-yaml: {tenant: yaml-team}
+    "`+digest("sk-hidden")+`": {tenant: yaml-team}
+`, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tab := Compile(&cfg.Auth)
+	for _, k := range []string{"anon-token", "sk-yaml", "sk-hidden"} {
+		id, ok := tab.Lookup(k)
+		if !ok {
+			t.Fatalf("%s unknown", k)
+		}
+		if want := "cfg-" + digest(k)[len("sha256:"):][:12]; id.KeyID != want {
+			t.Errorf("%s: KeyID %q, want %q", k, id.KeyID, want)
+		}
+	}
+	if n := len(tab.Keys()); n != 3 || tab.Keys()[0].Origin != OriginToken {
+		t.Errorf("Keys() = %d entries, first %+v", n, tab.Keys()[0])
+	}
+}

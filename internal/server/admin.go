@@ -1,0 +1,117 @@
+package server
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"time"
+
+	"switchboard/internal/tenant"
+)
+
+// adminActorKey carries the admin who makes an /admin/v1 call.
+const adminActorKey ctxKey = 100
+
+// AdminTokenActor is the actor recorded for calls made with
+// auth.admin_token (it is no key, so it has no key id).
+const AdminTokenActor = "admin_token"
+
+// adminActor returns who makes an admin call: the admin key's KeyID, or
+// AdminTokenActor ("" outside the admin guard).
+func adminActor(ctx context.Context) string {
+	a, _ := ctx.Value(adminActorKey).(string)
+	return a
+}
+
+// adminRoutes registers the operator plane, every route behind s.admin.
+// Routes carry no method in their pattern: a wrong method gets the
+// gateway's own 405 (OpenAI error shape), not net/http's plain text.
+func (s *Server) adminRoutes(mux *http.ServeMux) {
+	mux.HandleFunc("/admin/v1/keys", s.admin(s.get(s.handleAdminKeys)))
+}
+
+// admin guards an /admin/v1 handler: auth.admin_token or a key with role
+// admin passes; a tenant key gets 403, no or an unknown key 401. With auth
+// off entirely (no keys, no auth.token) and no auth.admin_token the admin
+// plane is refused (403): an admin API open to whoever reaches the port
+// would let anyone issue keys and read every tenant's spend.
+func (s *Server) admin(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		snap := s.snap.Load()
+		if snap == nil || s.draining.Load() {
+			writeError(w, OpenAI, &apiError{Status: http.StatusServiceUnavailable, Type: "server_error",
+				Code: "unavailable", Message: "the gateway is starting or shutting down", RetryAfter: time.Second})
+			return
+		}
+		k := presentedKey(r)
+		if snap.adminHash != nil && k != "" && checkToken(k, snap.adminHash) {
+			h(w, r.WithContext(context.WithValue(r.Context(), adminActorKey, AdminTokenActor)))
+			return
+		}
+		id, ok := s.Admission.Authenticate(k)
+		if ok && id == nil { // no key table: /v1 is open, the admin plane is not
+			if snap.adminHash == nil {
+				writeError(w, OpenAI, &apiError{Status: http.StatusForbidden, Type: "permission_error", Code: "admin_disabled",
+					Message: "the admin API needs auth: set auth.admin_token, or configure gateway keys with an admin key (role: admin)"})
+				return
+			}
+			ok = false
+		}
+		if !ok {
+			writeError(w, OpenAI, &apiError{Status: http.StatusUnauthorized, Type: "authentication_error", Code: "invalid_api_key",
+				Message: "the admin API needs an admin key (role: admin) or auth.admin_token as a Bearer token"})
+			return
+		}
+		if !id.Admin {
+			writeError(w, OpenAI, &apiError{Status: http.StatusForbidden, Type: "permission_error", Code: "admin_required",
+				Message: "this key is a tenant key; the admin API needs an admin key (role: admin) or auth.admin_token"})
+			return
+		}
+		h(w, r.WithContext(context.WithValue(r.Context(), adminActorKey, id.KeyID)))
+	}
+}
+
+// adminRouteLabel bounds the metrics label of an /admin path: the
+// collection, with "/{id}" for anything below it.
+func adminRouteLabel(p string) string {
+	rest, ok := strings.CutPrefix(p, "/admin/v1/")
+	if !ok {
+		return "other"
+	}
+	coll, sub, _ := strings.Cut(rest, "/")
+	switch coll {
+	case "keys", "tenants", "audit", "usage", "requests":
+	default:
+		return "/admin/v1/other"
+	}
+	if sub != "" {
+		return "/admin/v1/" + coll + "/{id}"
+	}
+	return "/admin/v1/" + coll
+}
+
+// adminKey is a key as the admin API shows it; never the secret.
+type adminKey struct {
+	ID       string `json:"id"`
+	Name     string `json:"name,omitempty"`
+	Tenant   string `json:"tenant"`
+	Role     string `json:"role"`
+	Tier     int    `json:"tier"`
+	Source   string `json:"source"`
+	ReadOnly bool   `json:"read_only"`
+}
+
+func (s *Server) handleAdminKeys(w http.ResponseWriter, r *http.Request) {
+	out := []adminKey{}
+	if t := s.Admission.Keys(); t != nil {
+		for _, id := range t.Keys() {
+			role := "tenant"
+			if id.Admin {
+				role = "admin"
+			}
+			out = append(out, adminKey{ID: id.KeyID, Name: id.KeyName, Tenant: id.Tenant, Role: role, Tier: id.Tier,
+				Source: id.Origin, ReadOnly: id.Origin != tenant.OriginAdmin})
+		}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": out})
+}

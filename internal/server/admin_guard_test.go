@@ -1,0 +1,66 @@
+package server
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/tidwall/gjson"
+)
+
+// TestAdminGuard: the admin plane opens to an admin key or
+// auth.admin_token only; a tenant key gets 403, no or a wrong key 401,
+// and with no auth at all it stays closed (403) unless admin_token is set.
+func TestAdminGuard(t *testing.T) {
+	keyed := startGateway(t, mockYAML("m", "a")+`auth:
+  admin_token: adm-secret
+  keys:
+    sk-ops: {tenant: ops, role: admin}
+    sk-acme: {tenant: acme}
+`)
+	open := startGateway(t, mockYAML("m", "a"))
+	tokenOnly := startGateway(t, mockYAML("m", "a")+"auth: {admin_token: adm-only}\n")
+	tests := []struct {
+		name   string
+		g      *gateway
+		key    string
+		status int
+		code   string
+	}{
+		{"admin key", keyed, "Bearer sk-ops", 200, ""},
+		{"admin token", keyed, "Bearer adm-secret", 200, ""},
+		{"tenant key", keyed, "Bearer sk-acme", 403, "admin_required"},
+		{"no key", keyed, "", 401, "invalid_api_key"},
+		{"unknown key", keyed, "Bearer sk-nope", 401, "invalid_api_key"},
+		{"auth off", open, "", 403, "admin_disabled"},
+		{"auth off, any key", open, "Bearer whatever", 403, "admin_disabled"},
+		{"admin token only: token", tokenOnly, "Bearer adm-only", 200, ""},
+		{"admin token only: none", tokenOnly, "", 401, "invalid_api_key"},
+		{"admin token only: wrong", tokenOnly, "Bearer adm-onl", 401, "invalid_api_key"},
+	}
+	for _, tt := range tests {
+		a := tt.g.get("/admin/v1/keys", "Authorization", tt.key)
+		if a.Status != tt.status {
+			t.Errorf("%s: status %d, want %d: %s", tt.name, a.Status, tt.status, a.Body)
+			continue
+		}
+		if tt.code != "" && gjson.Get(a.Body, "error.code").String() != tt.code {
+			t.Errorf("%s: code %s, want %s: %s", tt.name, gjson.Get(a.Body, "error.code"), tt.code, a.Body)
+		}
+		if strings.Contains(a.Body, "adm-secret") || strings.Contains(a.Body, "sk-acme") || strings.Contains(a.Body, "sk-ops") {
+			t.Errorf("%s: a secret in the answer: %s", tt.name, a.Body)
+		}
+	}
+	// Config keys are listed read-only, by id, never by value.
+	a := keyed.get("/admin/v1/keys", "Authorization", "Bearer sk-ops")
+	if n := gjson.Get(a.Body, "data.#").Int(); n != 2 {
+		t.Fatalf("keys listed: %d: %s", n, a.Body)
+	}
+	for _, k := range gjson.Get(a.Body, "data").Array() {
+		if !strings.HasPrefix(k.Get("id").String(), "cfg-") || !k.Get("read_only").Bool() || k.Get("source").String() != "auth.keys" {
+			t.Errorf("config key shown as %s", k.Raw)
+		}
+	}
+	if a := keyed.post("/admin/v1/keys", "{", "Authorization", "Bearer sk-acme"); a.Status != 403 {
+		t.Errorf("tenant key POST: %d", a.Status)
+	}
+}
