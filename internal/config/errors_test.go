@@ -25,8 +25,8 @@ models:
   - name: m
     providers:
       - provider: p
-        weight: 2
-`, []want{{"t.yaml:7: models[0].providers[0].weight", "unknown field (known: provider, model, primary, headers)"}}},
+        priority: 2
+`, []want{{"t.yaml:7: models[0].providers[0].priority", "unknown field (known: provider, model, primary, headers, weight)"}}},
 		{"unknown field in provider", `providers:
   p:
     base_url: "https://p.example"

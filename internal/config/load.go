@@ -48,6 +48,7 @@ func parse(data []byte, filename string, getenv func(string) (string, bool)) (*C
 		l.walk(root, reflect.ValueOf(c).Elem(), "")
 	}
 	l.applyDefaults(c)
+	routingDefaults(c)
 	l.queueDefaults(c)
 	l.validate(c)
 	l.validateQueue(c)

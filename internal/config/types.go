@@ -131,6 +131,12 @@ type Model struct {
 	// FirstByteTimeout overrides timeouts.first_byte for this model:
 	// seconds or a duration; `false` turns the bound off.
 	FirstByteTimeout *Toggle `yaml:"first_byte_timeout"`
+	// Routing orders the providers per request: measured (default),
+	// weighted, least_busy, lowest_cost or lowest_latency (routing.go).
+	Routing string `yaml:"routing"`
+	// Fallbacks are other models tried once every provider of this one
+	// failed with one of their conditions; nil = none (routing.go).
+	Fallbacks *Fallbacks `yaml:"fallbacks"`
 }
 
 // ModelProvider is one provider entry of a model.
@@ -141,6 +147,10 @@ type ModelProvider struct {
 	Model   string            `yaml:"model"`
 	Primary bool              `yaml:"primary"`
 	Headers map[string]string `yaml:"headers"`
+	// Weight is this entry's share under routing: weighted: default 1,
+	// range 0..1000 (0 = only when the weighted ones failed). An error on
+	// a model with another policy.
+	Weight *int `yaml:"weight"`
 }
 
 // Timeouts bound upstream I/O. All accept seconds (fractions allowed) or a Go

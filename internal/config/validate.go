@@ -277,6 +277,7 @@ func (l *loader) validateModels(c *Config, providers []string) {
 		}
 		l.toggleRange(base+".ttft_timeout", m.TTFTTimeout, time.Second)
 		l.toggleRange(base+".first_byte_timeout", m.FirstByteTimeout, 100*time.Millisecond)
+		l.validateRouting(base, m)
 		if len(m.Providers) == 0 {
 			l.errAt(base+".providers", "at least one provider is required")
 		}
@@ -308,6 +309,7 @@ func (l *loader) validateModels(c *Config, providers []string) {
 			l.headers(pb+".headers", mp.Headers)
 		}
 	}
+	l.validateFallbacks(c)
 }
 
 func (l *loader) isBool(path string) bool {

@@ -129,12 +129,17 @@ type Result struct {
 	cancel context.CancelFunc
 	// hold is the unary Body's share of the buffer budget.
 	hold *provider.Hold
+	// busy ends the attempt's in-flight count (nil: not counted).
+	busy func()
 }
 
 // Close releases the upstream stream, or the unary answer's share of the
 // buffer budget.
 func (r *Result) Close() {
 	r.hold.Release()
+	if r.busy != nil {
+		r.busy()
+	}
 	if r.body != nil {
 		r.body.Close()
 	}
@@ -158,6 +163,8 @@ type Failure struct {
 	// provider-scoped refusal: unpriceable under the budget, the request's
 	// reservation, the provider's own buckets or slots), in order.
 	Skipped []Skip
+	// seen tallies the attempts' failures for Condition.
+	seen conditions
 }
 
 // Skip is one provider the gateway refused to send to.
@@ -184,6 +191,9 @@ type Proxy struct {
 	// Buffers bounds the unary answers held in memory, gateway-wide; nil
 	// bounds each answer only (provider.MaxUnaryBody).
 	Buffers *provider.Budget
+	// Busy counts each provider's attempts in flight, from the send until
+	// the answer is relayed (least_busy routing); nil counts nothing.
+	Busy *route.Busy
 }
 
 // staleRetries are free retries for a pooled connection that died before
@@ -257,6 +267,7 @@ func (p *Proxy) tryProvider(ctx context.Context, c *Call, cand *route.Candidate,
 			f.Refusal = ref
 			if ref.Scope == admit.ScopeProvider {
 				f.Skipped = append(f.Skipped, Skip{cand.Provider, cand.Model, ref})
+				f.noteRefusal(ref)
 				if p.Log != nil {
 					p.Log.LogAttrs(ctx, slog.LevelDebug, "provider skipped", slog.String("provider", cand.Provider),
 						slog.String("model", cand.Model), slog.String("reason", ref.Code), slog.String("tenant", c.Identity.Label()),
@@ -282,6 +293,7 @@ func (p *Proxy) tryProvider(ctx context.Context, c *Call, cand *route.Candidate,
 		}
 		reason := Reason(perr)
 		f.Attempts = append(f.Attempts, Attempt{cand.Provider, perr.Status, reason})
+		f.note(perr, reason)
 		if p.Metrics != nil {
 			p.Metrics.ProviderFailure.WithLabelValues(cand.Provider, cand.Model, reason).Inc()
 		}
@@ -360,7 +372,13 @@ func (p *Proxy) attempt(ctx context.Context, c *Call, cand *route.Candidate, dea
 		}
 	}
 	hold := p.Buffers.Hold()
+	busy := p.Busy.Begin(cand.Provider)
 	res, perr := p.send(provider.WithHold(ctx, hold), c, cand, req, native, deadline)
+	if perr == nil {
+		res.busy = busy // until the answer is relayed (Close)
+	} else {
+		busy()
+	}
 	if perr == nil && res.Events == nil {
 		res.hold = hold                                             // released once the answer is relayed (Close)
 		res.Usage = track.Unary(ProtocolOf(req.Endpoint), res.Body) // once, for every reader

@@ -10,6 +10,7 @@ import (
 
 	"switchboard/internal/config"
 	"switchboard/internal/provider"
+	"switchboard/internal/spend"
 )
 
 // Candidate is one provider entry of a model, ready to send.
@@ -40,6 +41,11 @@ type Candidate struct {
 	// (nil in hand-built candidates: callers fall back).
 	ModelJSON     []byte
 	ProviderValue []string
+	// Weight is the entry's share under routing: weighted.
+	Weight int
+	// Price is the catalog's pricing of Model on Provider (the config's
+	// pricing over the built-in catalog); nil when unknown.
+	Price *spend.Entry
 }
 
 // Route is one model's compiled routing.
@@ -54,6 +60,12 @@ type Route struct {
 	Probing       bool
 	AutoSwitch    bool
 	ProbeInterval int
+	// Policy is the model's routing policy (config.Routing*).
+	Policy string
+	// ContextLength is the model's context window in tokens: its
+	// context_length, else the largest catalog window of its providers'
+	// models when the catalog knows every one; 0 = unknown.
+	ContextLength int64
 }
 
 // Table is the compiled routing of one config snapshot.
@@ -69,13 +81,14 @@ type Builder func(*config.Provider) provider.Provider
 // Compile builds the routing table of cfg.
 func Compile(cfg *config.Config, build Builder) *Table {
 	t := &Table{routes: make(map[string]*Route, len(cfg.Models))}
+	catalog := spend.New(cfg)
 	instances := make(map[string]provider.Provider, len(cfg.Providers))
 	for name, pc := range cfg.Providers {
 		instances[name] = build(pc)
 	}
 	for _, m := range cfg.Models {
 		r := &Route{Model: m, Primary: m.Primary(), Probing: cfg.ProbingFor(m),
-			AutoSwitch: cfg.AutoSwitchFor(m), ProbeInterval: cfg.ProbeIntervalFor(m)}
+			AutoSwitch: cfg.AutoSwitchFor(m), ProbeInterval: cfg.ProbeIntervalFor(m), Policy: m.Policy()}
 		for _, e := range m.Providers {
 			pc := cfg.Providers[e.Provider]
 			// The provider's headers under the entry's, canonicalised so
@@ -98,12 +111,34 @@ func Compile(cfg *config.Config, build Builder) *Table {
 				Send:          instances[e.Provider],
 				ModelJSON:     jsonString(e.Model),
 				ProviderValue: []string{e.Provider},
+				Weight:        e.EntryWeight(),
 			})
+			if p, ok := catalog.Lookup(e.Provider, e.Model); ok {
+				r.Candidates[len(r.Candidates)-1].Price = p
+			}
 		}
+		r.ContextLength = contextLength(m, r.Candidates)
 		t.routes[m.Name] = r
 		t.order = append(t.order, r)
 	}
 	return t
+}
+
+// contextLength is m's context window: context_length when set, else the
+// largest window the catalog knows of its candidates, when it knows every
+// one (a provider of unknown window might take any size); 0 = unknown.
+func contextLength(m *config.Model, cs []*Candidate) int64 {
+	if m.ContextLength > 0 {
+		return int64(m.ContextLength)
+	}
+	var most int64
+	for _, c := range cs {
+		if c.Price == nil || c.Price.Context <= 0 {
+			return 0
+		}
+		most = max(most, c.Price.Context)
+	}
+	return most
 }
 
 func jsonString(s string) []byte {

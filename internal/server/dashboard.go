@@ -7,7 +7,6 @@ import (
 	"net/http"
 
 	"switchboard/internal/admit"
-	"switchboard/internal/route"
 	"switchboard/internal/spend"
 	"switchboard/internal/tenant"
 )
@@ -56,6 +55,7 @@ type dashModel struct {
 	Name         string         `json:"name"`
 	Active       string         `json:"active,omitempty"` // serving now (see serving)
 	Preferred    string         `json:"preferred,omitempty"`
+	Routing      string         `json:"routing,omitempty"` // the model's routing policy
 	RequestCount int64          `json:"request_count"`
 	Providers    []dashProvider `json:"providers"`
 }
@@ -99,7 +99,7 @@ func (s *Server) handleDashboardData(w http.ResponseWriter, r *http.Request) {
 	for _, rt := range snap.Routes.Routes() {
 		name := rt.Model.Name
 		active := s.serving(rt)
-		dm := dashModel{Name: name, Active: active, Preferred: route.Measured{Stats: s.Stats}.Active(rt), RequestCount: s.Stats.Requests(name)}
+		dm := dashModel{Name: name, Active: active, Preferred: s.preferred(rt), Routing: rt.Policy, RequestCount: s.Stats.Requests(name)}
 		for _, c := range rt.Candidates {
 			h := s.Health.Status(c.Provider)
 			m := toDetailMetrics(s.Stats.Metrics(name, c.Provider))

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"time"
 
+	"switchboard/internal/config"
 	"switchboard/internal/route"
 	"switchboard/internal/tenant"
 )
@@ -36,6 +37,9 @@ type detailModel struct {
 	// it); PreferredProvider the routing choice, healthy or not.
 	ActiveProvider    string                    `json:"active_provider"`
 	PreferredProvider string                    `json:"preferred_provider"`
+	// Routing is the model's policy (measured, weighted, least_busy,
+	// lowest_cost, lowest_latency).
+	Routing string `json:"routing"`
 	Metrics           detailMetrics             `json:"metrics"`
 	RequestCount      int64                     `json:"request_count"`
 	Providers         map[string]detailProvider `json:"providers"`
@@ -85,7 +89,7 @@ func (s *Server) handleHealthDetail(w http.ResponseWriter, r *http.Request) {
 	for _, rt := range snap.Routes.Routes() {
 		name := rt.Model.Name
 		active := s.serving(rt)
-		dm := detailModel{ActiveProvider: active, PreferredProvider: route.Measured{Stats: s.Stats}.Active(rt), RequestCount: s.Stats.Requests(name),
+		dm := detailModel{ActiveProvider: active, PreferredProvider: s.preferred(rt), Routing: rt.Policy, RequestCount: s.Stats.Requests(name),
 			Metrics: toDetailMetrics(s.Stats.Metrics(name, active)), Providers: map[string]detailProvider{}}
 		for _, c := range rt.Candidates {
 			h := s.Health.Status(c.Provider)
@@ -112,11 +116,23 @@ func (s *Server) handleHealthDetail(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, body)
 }
 
+// preferred is the routing choice of rt, healthy or not: the measured
+// active provider, or the first of its policy's likely order.
+func (s *Server) preferred(rt *route.Route) string {
+	if rt.Policy == config.RoutingMeasured {
+		return route.Measured{Stats: s.Stats}.Active(rt)
+	}
+	if o := s.selector.Likely(rt); len(o) > 0 {
+		return o[0].Provider
+	}
+	return ""
+}
+
 // serving is the provider a request of rt would go to now: the first in
 // the attempt order whose circuit and pause let it take one; when none may,
 // the first of the order (the loop then tries them all).
 func (s *Server) serving(rt *route.Route) string {
-	order := route.Measured{Stats: s.Stats}.Order(rt)
+	order := s.selector.Likely(rt)
 	for _, c := range order {
 		if s.Health.Available(c.Provider) {
 			return c.Provider

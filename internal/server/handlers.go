@@ -444,7 +444,7 @@ func (s *Server) prepare(w http.ResponseWriter, r *http.Request, proto Protocol)
 // call builds the attempt loop's input for in.
 func (s *Server) call(r *http.Request, in *incoming, ep provider.Endpoint, body []byte) *proxy.Call {
 	c := &proxy.Call{Endpoint: ep, Body: body, Stream: in.stream, Header: forwardHeaders(r), Route: in.rt,
-		Order: route.Measured{Stats: s.Stats}.Order(in.rt), Opts: options(in.snap.Config, in.rt.Model, ep),
+		Order: s.selector.OrderBody(in.rt, body), Opts: options(in.snap.Config, in.rt.Model, ep),
 		Identity: in.id, ClientModel: in.model, Meter: needsUsage(in.snap, in.id) || in.snap.Config.Tracking.On()}
 	if jc := jobOf(r.Context()); jc != nil {
 		// The total deadline covers the queue wait too; it never grows.

@@ -15,7 +15,6 @@ import (
 	"switchboard/internal/metrics"
 	"switchboard/internal/provider"
 	"switchboard/internal/queue"
-	"switchboard/internal/route"
 	"switchboard/internal/sse"
 )
 
@@ -211,7 +210,7 @@ func (s *Server) dispatch(w http.ResponseWriter, r *http.Request, proto Protocol
 		return
 	}
 	cfg := in.snap.Config
-	order := route.Measured{Stats: s.Stats}.Order(in.rt)
+	order := s.selector.OrderBody(in.rt, in.body)
 	tier := 0
 	tenantName := ""
 	if in.id != nil {

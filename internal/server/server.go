@@ -77,6 +77,9 @@ type Server struct {
 	jobMux   sync.Once
 	jobH     http.Handler
 	proxy    *proxy.Proxy
+	// selector applies each model's routing policy (its Busy is the
+	// proxy's in-flight count).
+	selector *route.Selector
 	client   *http.Client
 	draining atomic.Bool
 	// cutting is set when the drain bound is reached and the remaining
@@ -122,6 +125,8 @@ func New(log *slog.Logger, clk clock.Clock, client *http.Client) *Server {
 		}}
 	s.proxy = &proxy.Proxy{Clock: clk, Log: log, Health: s.Health, Metrics: s.Metrics,
 		Buffers: provider.NewBudget(512 << 20)} // the configured limit is set by Apply
+	s.selector = &route.Selector{Stats: s.Stats, Busy: &route.Busy{}}
+	s.proxy.Busy = s.selector.Busy
 	return s
 }
 
