@@ -37,12 +37,12 @@ type detailModel struct {
 	// it); PreferredProvider the routing choice, healthy or not.
 	ActiveProvider    string                    `json:"active_provider"`
 	PreferredProvider string                    `json:"preferred_provider"`
-	// Routing is the model's policy (measured, weighted, least_busy,
-	// lowest_cost, lowest_latency).
-	Routing string `json:"routing"`
 	Metrics           detailMetrics             `json:"metrics"`
 	RequestCount      int64                     `json:"request_count"`
 	Providers         map[string]detailProvider `json:"providers"`
+	// Routing is the model's policy (measured, weighted, least_busy,
+	// lowest_cost, lowest_latency).
+	Routing string `json:"routing"`
 }
 
 func finite(f float64) *float64 {
