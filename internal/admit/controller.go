@@ -92,6 +92,11 @@ type Controller struct {
 
 	gmu   sync.Mutex
 	gates map[string]*limit.Gate // per-provider attempt gates
+
+	// kmu serialises the swaps of the key table (Configure, SetIssued),
+	// never taken on the request path; issued is what the admin API issued.
+	kmu    sync.Mutex
+	issued *tenant.Issued
 }
 
 // snapshot is what one config compiles to.
@@ -154,9 +159,11 @@ func (c *Controller) Configure(cfg *config.Config) error {
 	if cfg == nil {
 		return errors.New("admit: nil config")
 	}
+	c.kmu.Lock()
+	defer c.kmu.Unlock()
 	s := &snapshot{
 		cfg:          cfg,
-		keys:         tenant.Compile(&cfg.Auth),
+		keys:         tenant.Compile(&cfg.Auth, c.issued),
 		catalog:      spend.New(cfg),
 		queueTimeout: cfg.Limits.QueueTimeout.D(),
 		penalty:      time.Duration(cfg.Limits.PenaltySeconds) * time.Second,
@@ -206,17 +213,37 @@ func (c *Controller) gate(provider string) *limit.Gate {
 // Authenticate maps a presented gateway key (from Authorization: Bearer,
 // x-api-key or x-goog-api-key) to its identity. With neither auth.token
 // nor keys configured, auth is off: (nil, true). An unknown key is
-// (nil, false), counted as an unauthorized rejection.
+// (nil, false), an expired one (its identity, false); both are counted as
+// unauthorized rejections.
 func (c *Controller) Authenticate(presentedKey string) (*tenant.Identity, bool) {
 	s := c.snap.Load()
 	if s == nil || !s.keys.Enabled() {
 		return nil, true
 	}
 	id, ok := s.keys.Lookup(presentedKey)
+	if ok && id.Expired(c.clk.Now()) {
+		ok = false // id is still returned, so that the answer can say why
+	}
 	if !ok {
 		c.m.rejected.WithLabelValues("", ReasonUnauthorized).Inc()
 	}
 	return id, ok
+}
+
+// SetIssued swaps in the keys and tenants issued at runtime (the admin
+// API), merged with the config's keys into a new key table; requests read
+// the table from an atomic snapshot, so no lock is taken per request.
+func (c *Controller) SetIssued(is *tenant.Issued) {
+	c.kmu.Lock()
+	defer c.kmu.Unlock()
+	c.issued = is
+	old := c.snap.Load()
+	if old == nil {
+		return // Configure compiles it
+	}
+	next := *old
+	next.keys = tenant.Compile(&old.cfg.Auth, is)
+	c.snap.Store(&next)
 }
 
 // Keys is the key table in force (nil before Configure).

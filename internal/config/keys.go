@@ -93,9 +93,10 @@ func sameLimits(a, b *KeySpec) bool {
 		a.BudgetAllowUnpriced == b.BudgetAllowUnpriced
 }
 
-// checkKeySpec validates one identity; report names the sub-field ("" for
-// the entry itself).
-func checkKeySpec(k *KeySpec, report func(field, format string, args ...any)) {
+// CheckKeySpec validates one identity with the config's ranges; report
+// names the sub-field ("" for the entry itself). The admin API validates
+// the keys and tenants it issues with it too, so the ranges agree.
+func CheckKeySpec(k *KeySpec, report func(field, format string, args ...any)) {
 	if strings.TrimSpace(k.Tenant) == "" {
 		report("tenant", "required")
 	} else if strings.ContainsAny(k.Tenant, "\r\n\x00") {
@@ -191,7 +192,7 @@ func (l *loader) validateAuth(c *Config) {
 		} else {
 			seen[d] = e.label
 		}
-		checkKeySpec(e.spec, e.report)
+		CheckKeySpec(e.spec, e.report)
 		if e.spec.Tenant == "" {
 			continue
 		}

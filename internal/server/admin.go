@@ -5,8 +5,6 @@ import (
 	"net/http"
 	"strings"
 	"time"
-
-	"switchboard/internal/tenant"
 )
 
 // adminActorKey carries the admin who makes an /admin/v1 call.
@@ -27,7 +25,27 @@ func adminActor(ctx context.Context) string {
 // Routes carry no method in their pattern: a wrong method gets the
 // gateway's own 405 (OpenAI error shape), not net/http's plain text.
 func (s *Server) adminRoutes(mux *http.ServeMux) {
-	mux.HandleFunc("/admin/v1/keys", s.admin(s.get(s.handleAdminKeys)))
+	issued := func(hs map[string]http.HandlerFunc) http.HandlerFunc { return s.admin(s.withAdminStore(methods(hs))) }
+	mux.HandleFunc("/admin/v1/keys", issued(map[string]http.HandlerFunc{"GET": s.handleAdminKeys, "POST": s.handleAdminKeys}))
+	mux.HandleFunc("/admin/v1/keys/{id}", issued(map[string]http.HandlerFunc{"GET": s.handleAdminKey,
+		"PATCH": s.handleAdminKey, "DELETE": s.handleAdminKey}))
+	mux.HandleFunc("/admin/v1/keys/{id}/{action}", issued(map[string]http.HandlerFunc{"POST": s.handleAdminKeyAction}))
+	mux.HandleFunc("/admin/v1/tenants", issued(map[string]http.HandlerFunc{"GET": s.handleAdminTenants, "POST": s.handleAdminTenants}))
+	mux.HandleFunc("/admin/v1/tenants/{name}", issued(map[string]http.HandlerFunc{"GET": s.handleAdminTenant,
+		"PATCH": s.handleAdminTenant, "DELETE": s.handleAdminTenant}))
+	mux.HandleFunc("/admin/v1/audit", s.admin(s.withAdminStore(s.get(s.handleAdminAudit))))
+}
+
+// withAdminStore answers 503 while no admin store is open.
+func (s *Server) withAdminStore(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if s.adminSvc == nil {
+			writeError(w, OpenAI, &apiError{Status: http.StatusServiceUnavailable, Type: "server_error", Code: "store_unavailable",
+				Message: "the admin store is not open; see the gateway's log", RetryAfter: time.Second})
+			return
+		}
+		h(w, r)
+	}
 }
 
 // admin guards an /admin/v1 handler: auth.admin_token or a key with role
@@ -58,8 +76,7 @@ func (s *Server) admin(h http.HandlerFunc) http.HandlerFunc {
 			ok = false
 		}
 		if !ok {
-			writeError(w, OpenAI, &apiError{Status: http.StatusUnauthorized, Type: "authentication_error", Code: "invalid_api_key",
-				Message: "the admin API needs an admin key (role: admin) or auth.admin_token as a Bearer token"})
+			writeError(w, OpenAI, unauthorized(id, "the admin API needs an admin key (role: admin) or auth.admin_token as a Bearer token"))
 			return
 		}
 		if !id.Admin {
@@ -88,30 +105,4 @@ func adminRouteLabel(p string) string {
 		return "/admin/v1/" + coll + "/{id}"
 	}
 	return "/admin/v1/" + coll
-}
-
-// adminKey is a key as the admin API shows it; never the secret.
-type adminKey struct {
-	ID       string `json:"id"`
-	Name     string `json:"name,omitempty"`
-	Tenant   string `json:"tenant"`
-	Role     string `json:"role"`
-	Tier     int    `json:"tier"`
-	Source   string `json:"source"`
-	ReadOnly bool   `json:"read_only"`
-}
-
-func (s *Server) handleAdminKeys(w http.ResponseWriter, r *http.Request) {
-	out := []adminKey{}
-	if t := s.Admission.Keys(); t != nil {
-		for _, id := range t.Keys() {
-			role := "tenant"
-			if id.Admin {
-				role = "admin"
-			}
-			out = append(out, adminKey{ID: id.KeyID, Name: id.KeyName, Tenant: id.Tenant, Role: role, Tier: id.Tier,
-				Source: id.Origin, ReadOnly: id.Origin != tenant.OriginAdmin})
-		}
-	}
-	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": out})
 }

@@ -139,11 +139,20 @@ func (s *Server) entry(w http.ResponseWriter, r *http.Request) (*Snapshot, *tena
 	}
 	id, ok := s.Admission.Authenticate(presentedKey(r))
 	if !ok {
-		writeError(w, protocolOf(r), &apiError{Status: http.StatusUnauthorized, Type: "authentication_error",
-			Code: "invalid_api_key", Message: "missing or invalid API key: send it as Authorization: Bearer <key>, x-api-key or x-goog-api-key"})
+		writeError(w, protocolOf(r), unauthorized(id, "missing or invalid API key: send it as Authorization: Bearer <key>, x-api-key or x-goog-api-key"))
 		return nil, nil
 	}
 	return snap, id
+}
+
+// unauthorized is the 401 for a key Authenticate refused: key_expired
+// when it names an expired key (id not nil), else invalid_api_key with msg.
+func unauthorized(id *tenant.Identity, msg string) *apiError {
+	if id != nil {
+		return &apiError{Status: http.StatusUnauthorized, Type: "authentication_error", Code: "key_expired",
+			Message: fmt.Sprintf("this API key (%s) expired at %s; ask the operator for a new one", id.KeyID, id.ExpiresAt.UTC().Format(time.RFC3339))}
+	}
+	return &apiError{Status: http.StatusUnauthorized, Type: "authentication_error", Code: "invalid_api_key", Message: msg}
 }
 
 type modelObject struct {
@@ -174,13 +183,16 @@ type anthropicModel struct {
 func wantsAnthropic(r *http.Request) bool { return r.Header.Get("Anthropic-Version") != "" }
 
 func (s *Server) handleModels(w http.ResponseWriter, r *http.Request) {
-	snap, _ := s.entry(w, r)
+	snap, id := s.entry(w, r)
 	if snap == nil {
 		return
 	}
 	if wantsAnthropic(r) {
 		data := make([]anthropicModel, 0, len(snap.Config.Models))
 		for _, m := range snap.Config.Models {
+			if !id.MayUse(m.Name) {
+				continue
+			}
 			data = append(data, anthropicModel{Type: "model", ID: m.Name, DisplayName: m.Name, CreatedAt: snap.loaded.UTC().Format(time.RFC3339)})
 		}
 		out := map[string]any{"data": data, "has_more": false, "first_id": nil, "last_id": nil}
@@ -192,6 +204,9 @@ func (s *Server) handleModels(w http.ResponseWriter, r *http.Request) {
 	}
 	data := make([]modelObject, 0, len(snap.Config.Models))
 	for _, m := range snap.Config.Models {
+		if !id.MayUse(m.Name) {
+			continue // a key limited to some models sees only those
+		}
 		data = append(data, modelObject{ID: m.Name, Object: "model", Created: snap.loaded.Unix(), OwnedBy: "switchboard", ContextLength: m.ContextLength})
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": data})
@@ -204,7 +219,7 @@ func (s *Server) handleModel(w http.ResponseWriter, r *http.Request) {
 	}
 	name := r.PathValue("name")
 	rt := snap.Routes.Lookup(name)
-	if rt == nil {
+	if rt == nil || !id.MayUse(rt.Model.Name) {
 		proto := OpenAI
 		if wantsAnthropic(r) {
 			proto = Anthropic
@@ -227,9 +242,12 @@ func (s *Server) handleModel(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, mo)
 }
 
+// modelNotFound is also the answer for a model the key may not use
+// (OpenAI's convention: "does not exist or you do not have access"), so
+// that a limited key learns nothing about the models it cannot call.
 func modelNotFound(name string) *apiError {
 	return &apiError{Status: http.StatusNotFound, Type: "invalid_request_error", Code: "model_not_found", Param: "model",
-		Message: fmt.Sprintf("The model %q does not exist; GET /v1/models lists the configured models", name)}
+		Message: fmt.Sprintf("The model %q does not exist or this key may not use it; GET /v1/models lists the models it may use", name)}
 }
 
 // readBody reads the whole request body within the configured limit. The
@@ -433,7 +451,7 @@ func (s *Server) prepare(w http.ResponseWriter, r *http.Request, proto Protocol)
 		return nil
 	}
 	rt := snap.Routes.Lookup(model)
-	if rt == nil {
+	if rt == nil || !id.MayUse(rt.Model.Name) {
 		release()
 		writeError(w, proto, modelNotFound(model))
 		return nil

@@ -18,6 +18,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"switchboard/internal/admin"
 	"switchboard/internal/admit"
 	"switchboard/internal/clock"
 	"switchboard/internal/config"
@@ -74,6 +75,8 @@ type Server struct {
 	// queueing is distributed execution (nil with queue.mode off).
 	queueing *Queueing
 	idem     idempotency.Store
+	// adminSvc runs the admin API's changes (see SetAdminStore).
+	adminSvc *admin.Service
 	jobMux   sync.Once
 	jobH     http.Handler
 	proxy    *proxy.Proxy
@@ -164,8 +167,15 @@ func (s *Server) Apply(cfg *config.Config) {
 	b := cfg.Health.Breaker
 	s.Health.Configure(health.Settings{Threshold: *b.Threshold, Window: b.Window.D(), Cooldown: b.Cooldown.D(),
 		DefaultPause: time.Duration(cfg.Performance.QuotaPauseDefaultSeconds) * time.Second})
-	if s.Admission == nil {
-		s.Admission = admit.New(store.NewMemory(), s.Clock, s.Metrics.Registry)
+	s.admission()
+	if s.adminSvc == nil {
+		st, err := admin.OpenMemory()
+		if err == nil {
+			err = s.SetAdminStore(context.Background(), st)
+		}
+		if err != nil {
+			s.Log.Error("admin store refused", "error", err.Error())
+		}
 	}
 	if s.idem == nil {
 		s.idem = idempotency.NewMemory(IdempotencyLimits(cfg), nil)
@@ -203,6 +213,15 @@ func (s *Server) Apply(cfg *config.Config) {
 	if l := s.conns.Load(); l != nil {
 		l.SetMax(maxConnections(cfg))
 	}
+}
+
+// admission returns the Admission controller, creating an in-memory one
+// when none was set.
+func (s *Server) admission() *admit.Controller {
+	if s.Admission == nil {
+		s.Admission = admit.New(store.NewMemory(), s.Clock, s.Metrics.Registry)
+	}
+	return s.Admission
 }
 
 // maxConnections is limits.max_connections, or the default sized from the

@@ -13,6 +13,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"slices"
+	"time"
 
 	"switchboard/internal/config"
 )
@@ -48,6 +49,21 @@ type Identity struct {
 	// Origin says where the key comes from: OriginToken, OriginConfig,
 	// OriginKeysFile or OriginAdmin.
 	Origin string
+	// ExpiresAt, when not zero, is when the key stops working (issued
+	// keys only; a rotated key's old secret ends at its grace).
+	ExpiresAt time.Time
+	// Models, when not nil, are the only models the key may use.
+	Models map[string]bool
+}
+
+// Expired reports whether the key no longer works at now.
+func (id *Identity) Expired(now time.Time) bool {
+	return id != nil && !id.ExpiresAt.IsZero() && !now.Before(id.ExpiresAt)
+}
+
+// MayUse reports whether the key may use model (true without a list).
+func (id *Identity) MayUse(model string) bool {
+	return id == nil || id.Models == nil || id.Models[model]
 }
 
 // Origins of a key.
@@ -87,8 +103,9 @@ type Table struct {
 	keys []*Identity
 }
 
-// Compile builds the table from a validated config's auth section.
-func Compile(a *config.Auth) *Table {
+// Compile builds the table from a validated config's auth section and
+// the keys issued at runtime (nil: none).
+func Compile(a *config.Auth, issued *Issued) *Table {
 	t := &Table{byDigest: map[[32]byte]*Identity{}}
 	if a.Token != "" {
 		d := sha256.Sum256([]byte(a.Token))
@@ -124,6 +141,7 @@ func Compile(a *config.Auth) *Table {
 	}
 	add(a.Keys, OriginConfig)
 	add(a.FileKeys, OriginKeysFile)
+	t.addIssued(issued, byTenant)
 	slices.SortFunc(t.tenants, func(x, y *Identity) int { return cmp.Compare(x.Tenant, y.Tenant) })
 	return t
 }

@@ -14,7 +14,7 @@ func BenchmarkLookup(b *testing.B) {
 	for i := range 1000 {
 		keys[fmt.Sprintf("sk-tenant-%04d-0123456789abcdef0123456789", i)] = &config.KeySpec{Tenant: fmt.Sprintf("t%d", i%50)}
 	}
-	t := Compile(&config.Auth{Token: "sk-anonymous-0123456789abcdef", Keys: keys})
+	t := Compile(&config.Auth{Token: "sk-anonymous-0123456789abcdef", Keys: keys}, nil)
 	for _, tc := range []struct {
 		name, key string
 		ok        bool

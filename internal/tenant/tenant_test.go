@@ -51,7 +51,7 @@ func TestLookup(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tab := Compile(&cfg.Auth)
+	tab := Compile(&cfg.Auth, nil)
 	if !tab.Enabled() {
 		t.Fatal("not enabled")
 	}
@@ -102,7 +102,7 @@ func TestAuthOff(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if tab := Compile(&cfg.Auth); tab.Enabled() {
+	if tab := Compile(&cfg.Auth, nil); tab.Enabled() {
 		t.Error("enabled without keys")
 	}
 }
@@ -131,7 +131,7 @@ func TestKeyIDs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tab := Compile(&cfg.Auth)
+	tab := Compile(&cfg.Auth, nil)
 	for _, k := range []string{"anon-token", "sk-yaml", "sk-hidden"} {
 		id, ok := tab.Lookup(k)
 		if !ok {

@@ -1,0 +1,183 @@
+package admin
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Redis key names, under the fleet's prefix.
+const (
+	redisPrefix  = "switchboard:admin:"
+	redisVersion = redisPrefix + "version"
+	redisKeys    = redisPrefix + "keys"    // hash: id → Key JSON
+	redisTenants = redisPrefix + "tenants" // hash: name → Tenant JSON
+	redisAudit   = redisPrefix + "audit"   // sorted set: Seq → AuditEntry JSON
+	// RedisChannel carries the new version after every change.
+	RedisChannel = redisPrefix + "changed"
+)
+
+// Redis keeps the records in Redis for a fleet. A change is an optimistic
+// transaction: WATCH the version, read, decide, then MULTI/EXEC the
+// records, the audit row and the version bump; EXEC applies all of it or,
+// when another replica changed the version meanwhile, nothing (and the
+// change runs again on the new state).
+type Redis struct{ c *redis.Client }
+
+// NewRedis uses c (its timeouts bound every command).
+func NewRedis(c *redis.Client) *Redis { return &Redis{c: c} }
+
+// updateTries bounds the reruns of a change that keeps losing to others.
+const updateTries = 16
+
+func (r *Redis) Load(ctx context.Context) (*State, error) {
+	var st *State
+	// Read in one MULTI so that the version matches the records.
+	cmds, err := r.c.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		p.Get(ctx, redisVersion)
+		p.HGetAll(ctx, redisKeys)
+		p.HGetAll(ctx, redisTenants)
+		return nil
+	})
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return nil, err
+	}
+	st, err = stateOf(cmds[0].(*redis.StringCmd), cmds[1].(*redis.MapStringStringCmd), cmds[2].(*redis.MapStringStringCmd))
+	return st, err
+}
+
+func stateOf(ver *redis.StringCmd, keys, tenants *redis.MapStringStringCmd) (*State, error) {
+	st := newState()
+	if v, err := ver.Int64(); err == nil {
+		st.Version = v
+	} else if !errors.Is(err, redis.Nil) {
+		return nil, fmt.Errorf("admin version: %w", err)
+	}
+	for id, js := range keys.Val() {
+		k := &Key{}
+		if err := json.Unmarshal([]byte(js), k); err != nil {
+			return nil, fmt.Errorf("admin key %s: %w", id, err)
+		}
+		st.Keys[k.ID] = k
+	}
+	for name, js := range tenants.Val() {
+		t := &Tenant{}
+		if err := json.Unmarshal([]byte(js), t); err != nil {
+			return nil, fmt.Errorf("admin tenant %s: %w", name, err)
+		}
+		st.Tenants[t.Name] = t
+	}
+	return st, nil
+}
+
+func (r *Redis) Version(ctx context.Context) (int64, error) {
+	v, err := r.c.Get(ctx, redisVersion).Int64()
+	if errors.Is(err, redis.Nil) {
+		return 0, nil
+	}
+	return v, err
+}
+
+func (r *Redis) Update(ctx context.Context, fn func(*State) (*Change, error)) (int64, error) {
+	for range updateTries {
+		var v int64
+		err := r.c.Watch(ctx, func(tx *redis.Tx) error {
+			ver := tx.Get(ctx, redisVersion)
+			keys := tx.HGetAll(ctx, redisKeys)
+			tenants := tx.HGetAll(ctx, redisTenants)
+			if err := keys.Err(); err != nil {
+				return err
+			}
+			if err := tenants.Err(); err != nil {
+				return err
+			}
+			st, err := stateOf(ver, keys, tenants)
+			if err != nil {
+				return err
+			}
+			ch, err := fn(st)
+			if err != nil {
+				return err
+			}
+			v = st.Version + 1
+			a := ch.Audit
+			a.Seq = v
+			ab, _ := json.Marshal(a)
+			_, err = tx.TxPipelined(ctx, func(p redis.Pipeliner) error {
+				for _, k := range ch.PutKeys {
+					b, _ := json.Marshal(k)
+					p.HSet(ctx, redisKeys, k.ID, b)
+				}
+				for _, t := range ch.PutTenants {
+					b, _ := json.Marshal(t)
+					p.HSet(ctx, redisTenants, t.Name, b)
+				}
+				if len(ch.DelTenants) > 0 {
+					p.HDel(ctx, redisTenants, ch.DelTenants...)
+				}
+				p.ZAdd(ctx, redisAudit, redis.Z{Score: float64(v), Member: ab})
+				p.ZRemRangeByRank(ctx, redisAudit, 0, -AuditMax-1)
+				p.Set(ctx, redisVersion, v, 0)
+				p.Publish(ctx, RedisChannel, strconv.FormatInt(v, 10))
+				return nil
+			})
+			return err
+		}, redisVersion)
+		if errors.Is(err, redis.TxFailedErr) {
+			continue // another replica's change won: decide again
+		}
+		if err != nil {
+			return 0, err
+		}
+		return v, nil
+	}
+	return 0, ErrConflict
+}
+
+func (r *Redis) Audit(ctx context.Context, q AuditQuery) ([]AuditEntry, error) {
+	vals, err := r.c.ZRangeByScore(ctx, redisAudit, &redis.ZRangeBy{Min: "(" + strconv.FormatInt(q.After, 10), Max: "+inf",
+		Count: int64(q.Limit)}).Result()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]AuditEntry, 0, len(vals))
+	for _, js := range vals {
+		var e AuditEntry
+		if err := json.Unmarshal([]byte(js), &e); err != nil {
+			return nil, fmt.Errorf("admin audit row: %w", err)
+		}
+		out = append(out, e)
+	}
+	return out, nil
+}
+
+// Changes signals every published change (the channel is closed when ctx
+// ends). A lost subscription only delays a replica until the next poll.
+func (r *Redis) Changes(ctx context.Context) <-chan struct{} {
+	out := make(chan struct{}, 1)
+	ps := r.c.Subscribe(ctx, RedisChannel)
+	go func() {
+		defer close(out)
+		defer ps.Close()
+		ch := ps.Channel()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case _, ok := <-ch:
+				if !ok {
+					return
+				}
+				select {
+				case out <- struct{}{}:
+				default:
+				}
+			}
+		}
+	}()
+	return out
+}

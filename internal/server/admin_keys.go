@@ -1,0 +1,448 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"switchboard/internal/admin"
+	"switchboard/internal/config"
+	"switchboard/internal/tenant"
+)
+
+// maxAdminBody bounds an admin request body.
+const maxAdminBody = 64 << 10
+
+// SetAdminStore chooses where the keys and tenants issued through the
+// admin API live, and loads them into the key table. Call it before the
+// first Apply; without it Apply keeps them in memory (lost at exit).
+func (s *Server) SetAdminStore(ctx context.Context, st admin.Store) error {
+	svc := &admin.Service{St: st, Clock: s.Clock, Log: s.Log, Apply: func(is *tenant.Issued) { s.admission().SetIssued(is) }}
+	s.adminSvc = svc
+	return svc.Refresh(ctx, true)
+}
+
+// FollowAdmin keeps the key table in step with a store other replicas
+// write (Redis) until ctx ends.
+func (s *Server) FollowAdmin(ctx context.Context) {
+	if s.adminSvc != nil {
+		s.adminSvc.Run(ctx)
+	}
+}
+
+// adminEnv is what admin changes are checked against in snap's config.
+func adminEnv(snap *Snapshot) *admin.Env {
+	ct := map[string]bool{}
+	for _, keys := range []map[string]*config.KeySpec{snap.Config.Auth.Keys, snap.Config.Auth.FileKeys} {
+		for _, k := range keys {
+			ct[k.Tenant] = true
+		}
+	}
+	return &admin.Env{ConfigTenants: ct, Model: func(name string) (string, bool) {
+		if rt := snap.Routes.Lookup(name); rt != nil {
+			return rt.Model.Name, true
+		}
+		return "", false
+	}}
+}
+
+// methods dispatches on the method; others get 405 with Allow.
+func methods(hs map[string]http.HandlerFunc) http.HandlerFunc {
+	allow := make([]string, 0, len(hs))
+	for m := range hs {
+		allow = append(allow, m)
+	}
+	sort.Strings(allow)
+	return func(w http.ResponseWriter, r *http.Request) {
+		h := hs[r.Method]
+		if h == nil && r.Method == http.MethodHead {
+			h = hs[http.MethodGet]
+		}
+		if h == nil {
+			methodNotAllowed(w, r, strings.Join(allow, ", "))
+			return
+		}
+		h(w, r)
+	}
+}
+
+// adminFailed writes an admin call's error: the admin package's refusals
+// as they are, anything else (the store failing) as 503.
+func (s *Server) adminFailed(w http.ResponseWriter, r *http.Request, err error) {
+	if e, ok := admin.AsError(err); ok {
+		typ := "invalid_request_error"
+		if e.Status == http.StatusNotFound {
+			typ = "not_found_error"
+		}
+		writeError(w, OpenAI, &apiError{Status: e.Status, Type: typ, Code: e.Code, Param: e.Param, Message: e.Message})
+		return
+	}
+	if errors.Is(err, context.Canceled) {
+		return
+	}
+	s.Log.ErrorContext(r.Context(), "admin: store failed", "error", err.Error())
+	writeError(w, OpenAI, &apiError{Status: http.StatusServiceUnavailable, Type: "server_error", Code: "store_unavailable",
+		Message: "the admin store did not answer; nothing was changed unless a retry shows it", RetryAfter: time.Second})
+}
+
+// adminBody reads an admin request body (bounded in size and time).
+func (s *Server) adminBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
+	snap := s.snap.Load()
+	b, aerr := readBody(r, w, maxAdminBody, snap.Config.Limits.BodyTimeout.D())
+	if aerr != nil {
+		writeError(w, OpenAI, aerr)
+		return nil, false
+	}
+	return b, true
+}
+
+func readOnly(what, id, origin string) *apiError {
+	return &apiError{Status: http.StatusConflict, Type: "invalid_request_error", Code: "read_only",
+		Message: fmt.Sprintf("%s %s comes from %s in the config; change it there (the admin API changes only what it issued)", what, id, origin)}
+}
+
+// keyView is a key as the admin API shows it; never the secret, except
+// once in the answer that created or rotated it.
+type keyView struct {
+	ID        string     `json:"id"`
+	Object    string     `json:"object"`
+	Name      string     `json:"name"`
+	Tenant    string     `json:"tenant"`
+	Role      string     `json:"role"`
+	Tier      int        `json:"tier"`
+	ExpiresAt *time.Time `json:"expires_at"`
+	Models    []string   `json:"models"`
+	Source    string     `json:"source"`
+	ReadOnly  bool       `json:"read_only"`
+	Created   *time.Time `json:"created,omitempty"`
+	Updated   *time.Time `json:"updated,omitempty"`
+	Revoked   bool       `json:"revoked"`
+	RevokedAt *time.Time `json:"revoked_at,omitempty"`
+	// PreviousSecretUntil: after a rotation with a grace, the old secret
+	// works until then.
+	PreviousSecretUntil *time.Time `json:"previous_secret_until,omitempty"`
+	Secret              string     `json:"secret,omitempty"`
+}
+
+func configKeyView(id *tenant.Identity) keyView {
+	role := config.RoleTenant
+	if id.Admin {
+		role = config.RoleAdmin
+	}
+	return keyView{ID: id.KeyID, Object: "key", Tenant: id.Tenant, Role: role, Tier: id.Tier, Source: id.Origin, ReadOnly: true}
+}
+
+func issuedKeyView(k *admin.Key) keyView {
+	v := keyView{ID: k.ID, Object: "key", Name: k.Name, Tenant: k.Tenant, Role: k.Role, Tier: k.Tier, ExpiresAt: k.ExpiresAt,
+		Models: k.Models, Source: tenant.OriginAdmin, Created: &k.Created, Updated: &k.Updated,
+		Revoked: k.Revoked != nil, RevokedAt: k.Revoked, PreviousSecretUntil: k.PrevUntil}
+	return v
+}
+
+// configKey finds a key of the config by id.
+func (s *Server) configKey(id string) *tenant.Identity {
+	if t := s.Admission.Keys(); t != nil {
+		for _, k := range t.Keys() {
+			if k.KeyID == id && k.Origin != tenant.OriginAdmin {
+				return k
+			}
+		}
+	}
+	return nil
+}
+
+// handleAdminKeys lists every key (GET; ?revoked=false leaves revoked
+// ones out) or issues one (POST).
+func (s *Server) handleAdminKeys(w http.ResponseWriter, r *http.Request) {
+	if r.Method == http.MethodPost {
+		body, ok := s.adminBody(w, r)
+		if !ok {
+			return
+		}
+		is, err := s.adminSvc.CreateKey(r.Context(), adminActor(r.Context()), adminEnv(s.snap.Load()), body)
+		if err != nil {
+			s.adminFailed(w, r, err)
+			return
+		}
+		v := issuedKeyView(is.Key)
+		v.Secret = is.Secret
+		w.Header().Set("Cache-Control", "no-store")
+		writeJSON(w, http.StatusCreated, v)
+		return
+	}
+	st, err := s.adminSvc.Load(r.Context())
+	if err != nil {
+		s.adminFailed(w, r, err)
+		return
+	}
+	out := []keyView{}
+	if t := s.Admission.Keys(); t != nil {
+		for _, id := range t.Keys() {
+			if id.Origin != tenant.OriginAdmin {
+				out = append(out, configKeyView(id))
+			}
+		}
+	}
+	hideRevoked := r.URL.Query().Get("revoked") == "false"
+	issued := make([]keyView, 0, len(st.Keys))
+	for _, k := range st.Keys {
+		if hideRevoked && k.Revoked != nil {
+			continue
+		}
+		issued = append(issued, issuedKeyView(k))
+	}
+	slices.SortFunc(issued, func(a, b keyView) int { return a.Created.Compare(*b.Created) })
+	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": append(out, issued...)})
+}
+
+// handleAdminKey shows (GET), updates (PATCH) or revokes (DELETE) a key.
+func (s *Server) handleAdminKey(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	if ck := s.configKey(id); ck != nil {
+		if r.Method == http.MethodGet || r.Method == http.MethodHead {
+			writeJSON(w, http.StatusOK, configKeyView(ck))
+			return
+		}
+		writeError(w, OpenAI, readOnly("key", id, ck.Origin))
+		return
+	}
+	ctx, actor := r.Context(), adminActor(r.Context())
+	var k *admin.Key
+	var err error
+	switch r.Method {
+	case http.MethodPatch:
+		body, ok := s.adminBody(w, r)
+		if !ok {
+			return
+		}
+		k, err = s.adminSvc.UpdateKey(ctx, actor, adminEnv(s.snap.Load()), id, body)
+	case http.MethodDelete:
+		k, err = s.adminSvc.RevokeKey(ctx, actor, id)
+	default:
+		var st *admin.State
+		if st, err = s.adminSvc.Load(ctx); err == nil {
+			if k = st.Keys[id]; k == nil {
+				err = &admin.Error{Status: http.StatusNotFound, Code: "not_found", Message: fmt.Sprintf("no key %q", id)}
+			}
+		}
+	}
+	if err != nil {
+		s.adminFailed(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, issuedKeyView(k))
+}
+
+// handleAdminKeyAction runs POST /admin/v1/keys/{id}/revoke or /rotate.
+func (s *Server) handleAdminKeyAction(w http.ResponseWriter, r *http.Request) {
+	id, action := r.PathValue("id"), r.PathValue("action")
+	if action != "revoke" && action != "rotate" {
+		writeError(w, OpenAI, &apiError{Status: http.StatusNotFound, Type: "invalid_request_error", Code: "not_found",
+			Message: fmt.Sprintf("no action %q on a key; use revoke or rotate", action)})
+		return
+	}
+	if ck := s.configKey(id); ck != nil {
+		writeError(w, OpenAI, readOnly("key", id, ck.Origin))
+		return
+	}
+	body, ok := s.adminBody(w, r)
+	if !ok {
+		return
+	}
+	ctx, actor := r.Context(), adminActor(r.Context())
+	if action == "revoke" {
+		if len(strings.TrimSpace(string(body))) > 0 && strings.TrimSpace(string(body)) != "{}" {
+			writeError(w, OpenAI, &apiError{Status: http.StatusBadRequest, Type: "invalid_request_error", Code: "unknown_field",
+				Message: "revoke takes no fields"})
+			return
+		}
+		k, err := s.adminSvc.RevokeKey(ctx, actor, id)
+		if err != nil {
+			s.adminFailed(w, r, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, issuedKeyView(k))
+		return
+	}
+	is, err := s.adminSvc.RotateKey(ctx, actor, id, body)
+	if err != nil {
+		s.adminFailed(w, r, err)
+		return
+	}
+	v := issuedKeyView(is.Key)
+	v.Secret = is.Secret
+	w.Header().Set("Cache-Control", "no-store")
+	writeJSON(w, http.StatusOK, v)
+}
+
+// tenantView is a tenant as the admin API shows it.
+type tenantView struct {
+	Name                string     `json:"name"`
+	Object              string     `json:"object"`
+	RPM                 *int64     `json:"rpm"`
+	TPM                 *int64     `json:"tpm"`
+	DailyRequests       *int64     `json:"daily_requests"`
+	BudgetUSD           *float64   `json:"budget_usd"`
+	BudgetWindowSecs    int64      `json:"budget_window_secs"`
+	BudgetAllowUnpriced bool       `json:"budget_allow_unpriced"`
+	Source              string     `json:"source"`
+	ReadOnly            bool       `json:"read_only"`
+	Created             *time.Time `json:"created,omitempty"`
+	Updated             *time.Time `json:"updated,omitempty"`
+}
+
+func issuedTenantView(t *admin.Tenant) tenantView {
+	return tenantView{Name: t.Name, Object: "tenant", RPM: t.RPM, TPM: t.TPM, DailyRequests: t.DailyRequests, BudgetUSD: t.BudgetUSD,
+		BudgetWindowSecs: t.Spec().WindowSecs(), BudgetAllowUnpriced: t.BudgetAllowUnpriced, Source: tenant.OriginAdmin,
+		Created: &t.Created, Updated: &t.Updated}
+}
+
+// configTenants are the config's tenants, by name, from its keys.
+func configTenants(snap *Snapshot) map[string]tenantView {
+	out := map[string]tenantView{}
+	for origin, keys := range map[string]map[string]*config.KeySpec{tenant.OriginConfig: snap.Config.Auth.Keys,
+		tenant.OriginKeysFile: snap.Config.Auth.FileKeys} {
+		for _, k := range keys {
+			if _, ok := out[k.Tenant]; ok {
+				continue
+			}
+			v := tenantView{Name: k.Tenant, Object: "tenant", RPM: k.RPM, TPM: k.TPM, DailyRequests: k.DailyRequests, BudgetUSD: k.BudgetUSD,
+				BudgetWindowSecs: k.WindowSecs(), BudgetAllowUnpriced: k.BudgetAllowUnpriced, Source: origin, ReadOnly: true}
+			out[k.Tenant] = v
+		}
+	}
+	return out
+}
+
+// handleAdminTenants lists tenants (GET) or creates one (POST).
+func (s *Server) handleAdminTenants(w http.ResponseWriter, r *http.Request) {
+	snap := s.snap.Load()
+	if r.Method == http.MethodPost {
+		body, ok := s.adminBody(w, r)
+		if !ok {
+			return
+		}
+		t, err := s.adminSvc.CreateTenant(r.Context(), adminActor(r.Context()), adminEnv(snap), body)
+		if err != nil {
+			s.adminFailed(w, r, err)
+			return
+		}
+		writeJSON(w, http.StatusCreated, issuedTenantView(t))
+		return
+	}
+	st, err := s.adminSvc.Load(r.Context())
+	if err != nil {
+		s.adminFailed(w, r, err)
+		return
+	}
+	out := []tenantView{}
+	for _, v := range configTenants(snap) {
+		out = append(out, v)
+	}
+	for _, t := range st.Tenants {
+		out = append(out, issuedTenantView(t))
+	}
+	slices.SortFunc(out, func(a, b tenantView) int { return strings.Compare(a.Name, b.Name) })
+	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": out})
+}
+
+// handleAdminTenant shows (GET), updates (PATCH) or deletes (DELETE) one.
+func (s *Server) handleAdminTenant(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("name")
+	ctx, actor := r.Context(), adminActor(r.Context())
+	st, err := s.adminSvc.Load(ctx)
+	if err != nil {
+		s.adminFailed(w, r, err)
+		return
+	}
+	if st.Tenants[name] == nil {
+		if v, ok := configTenants(s.snap.Load())[name]; ok {
+			if r.Method == http.MethodGet || r.Method == http.MethodHead {
+				writeJSON(w, http.StatusOK, v)
+				return
+			}
+			writeError(w, OpenAI, readOnly("tenant", strconv.Quote(name), v.Source))
+			return
+		}
+	}
+	switch r.Method {
+	case http.MethodPatch:
+		body, ok := s.adminBody(w, r)
+		if !ok {
+			return
+		}
+		t, err := s.adminSvc.UpdateTenant(ctx, actor, name, body)
+		if err != nil {
+			s.adminFailed(w, r, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, issuedTenantView(t))
+	case http.MethodDelete:
+		if err := s.adminSvc.DeleteTenant(ctx, actor, name); err != nil {
+			s.adminFailed(w, r, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, map[string]any{"name": name, "object": "tenant", "deleted": true})
+	default:
+		t := st.Tenants[name]
+		if t == nil {
+			s.adminFailed(w, r, &admin.Error{Status: http.StatusNotFound, Code: "not_found", Message: fmt.Sprintf("no tenant %q", name)})
+			return
+		}
+		writeJSON(w, http.StatusOK, issuedTenantView(t))
+	}
+}
+
+// Audit pages: ?after=<seq>&limit=<1..1000, default 100>.
+const (
+	auditDefaultLimit = 100
+	auditMaxLimit     = 1000
+)
+
+// handleAdminAudit lists audit rows oldest first; has_more and next_after
+// page on.
+func (s *Server) handleAdminAudit(w http.ResponseWriter, r *http.Request) {
+	q := admin.AuditQuery{Limit: auditDefaultLimit}
+	for param, dst := range map[string]*int64{"after": &q.After} {
+		if v := r.URL.Query().Get(param); v != "" {
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil || n < 0 {
+				writeError(w, OpenAI, &apiError{Status: 400, Type: "invalid_request_error", Code: "invalid_value", Param: param,
+					Message: param + ": want a non-negative integer"})
+				return
+			}
+			*dst = n
+		}
+	}
+	if v := r.URL.Query().Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > auditMaxLimit {
+			writeError(w, OpenAI, &apiError{Status: 400, Type: "invalid_request_error", Code: "invalid_value", Param: "limit",
+				Message: fmt.Sprintf("limit: want an integer between 1 and %d", auditMaxLimit)})
+			return
+		}
+		q.Limit = n
+	}
+	want := q.Limit
+	q.Limit++ // one more tells whether there is a next page
+	rows, err := s.adminSvc.St.Audit(r.Context(), q)
+	if err != nil {
+		s.adminFailed(w, r, err)
+		return
+	}
+	more := len(rows) > want
+	if more {
+		rows = rows[:want]
+	}
+	out := map[string]any{"object": "list", "data": rows, "has_more": more}
+	if len(rows) > 0 {
+		out["next_after"] = rows[len(rows)-1].Seq
+	}
+	writeJSON(w, http.StatusOK, out)
+}
