@@ -231,6 +231,12 @@ func serve(args []string, stdout, stderr io.Writer) int {
 	}
 	defer closeIdem()
 	srv.SetIdempotency(idem)
+	followAdmin, closeAdmin, err := openAdminStore(context.Background(), cfg, st, srv, log)
+	if err != nil {
+		log.Error("cannot open the admin store", "error", err.Error())
+		return 1
+	}
+	defer closeAdmin()
 	if rs, ok := st.(*store.Redis); ok {
 		// A fleet: provider health is shared too (see docs/fleet.md).
 		srv.JoinFleet(rs)
@@ -262,6 +268,9 @@ func serve(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	watches = reloadpkg.NewFiles(ctx, log, reload)
+	if followAdmin {
+		go srv.FollowAdmin(ctx)
+	}
 	go reloadOnSignal(ctx, reloadSignals(), reload)
 	waitQueue, ok := startQueue(ctx, srv, cfg, *roleName, log)
 	if !ok {

@@ -1,0 +1,156 @@
+package server
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tidwall/gjson"
+
+	"switchboard/internal/admin"
+	"switchboard/internal/admit"
+	"switchboard/internal/config"
+	"switchboard/internal/queue"
+	"switchboard/internal/store"
+	"switchboard/internal/store/redistest"
+)
+
+// startAdminFleet serves yaml on n replicas sharing one redis-server for
+// admission and for the admin API's records, each following the others'
+// admin changes as the binary does.
+func startAdminFleet(t *testing.T, n int, yaml string) []*gateway {
+	t.Helper()
+	rs := redistest.Start(t)
+	cfg, err := config.Parse([]byte(yaml), "fleet.yaml")
+	if err != nil {
+		t.Fatalf("config: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	t.Cleanup(func() { cancel(); wg.Wait() })
+	out := make([]*gateway, n)
+	for i := range out {
+		logs := &syncBuffer{ch: make(chan struct{}, 1)}
+		var w io.Writer = logs
+		if testing.Verbose() {
+			w = io.MultiWriter(logs, os.Stderr)
+		}
+		log := slog.New(LogHandler{slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelInfo})}).With("replica", i+1)
+		st, err := store.OpenRedis(store.RedisOptions{URL: rs.URL, CommandTimeout: 10 * time.Second, Log: log})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { st.Close() })
+		c, err := queue.Dial(rs.URL, 10*time.Second, 5*time.Second, 8)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		s := New(log, nil, nil)
+		s.Admission = admit.New(st, s.Clock, s.Metrics.Registry)
+		s.JoinFleet(st)
+		if err := s.SetAdminStore(ctx, admin.NewRedis(c)); err != nil {
+			t.Fatal(err)
+		}
+		s.Apply(cfg)
+		wg.Add(1)
+		go func() { defer wg.Done(); s.FollowAdmin(ctx) }()
+		ts := httptest.NewServer(s.Handler())
+		t.Cleanup(ts.Close)
+		out[i] = &gateway{Server: s, URL: ts.URL, logs: logs, t: t}
+	}
+	return out
+}
+
+// untilStatus polls every replica with key until each answers want, and
+// returns how long each took; it gives up after limit.
+func untilStatus(fleet []*gateway, key string, want int, limit time.Duration) []time.Duration {
+	took := make([]time.Duration, len(fleet))
+	var wg sync.WaitGroup
+	start := time.Now()
+	for i, g := range fleet {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for time.Since(start) < limit {
+				a, err := send(g.URL, chatBody, "Authorization", "Bearer "+key)
+				if err == nil && a.Status == want {
+					took[i] = time.Since(start)
+					return
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+			took[i] = -1
+		}()
+	}
+	wg.Wait()
+	return took
+}
+
+// TestAdminFleetRevoke: a key created on one replica of a 3-replica fleet
+// (one real redis-server) works on every replica within a second; revoked
+// on another replica, it gets 401 on every replica within a second. Tenant
+// keys are refused by the admin API on every replica.
+func TestAdminFleetRevoke(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts redis-server")
+	}
+	fleet := startAdminFleet(t, 3, mockYAML("m", "a")+`auth:
+  keys:
+    sk-ops: {tenant: ops, role: admin}
+    sk-acme: {tenant: acme}
+`)
+	for i, g := range fleet {
+		if a := g.post("/admin/v1/keys", `{"name":"x","tenant":"acme"}`, "Authorization", "Bearer sk-acme"); a.Status != 403 {
+			t.Errorf("replica %d: a tenant key on the admin API: %d %s", i+1, a.Status, a.Body)
+		}
+	}
+	a := fleet[0].post("/admin/v1/keys", `{"name":"fleet-key","tenant":"acme"}`, "Authorization", "Bearer sk-ops")
+	if a.Status != 201 {
+		t.Fatalf("create: %d %s", a.Status, a.Body)
+	}
+	secret, id := gjson.Get(a.Body, "secret").String(), gjson.Get(a.Body, "id").String()
+	if took := untilStatus(fleet, secret, 200, time.Second); strings.Contains(slogDurations(took), "-1") {
+		t.Fatalf("the new key did not work on every replica within 1 s: %s", slogDurations(took))
+	} else {
+		t.Logf("created on replica 1; usable on replicas 1-3 after %s", slogDurations(took))
+	}
+	req, _ := http.NewRequest(http.MethodDelete, fleet[1].URL+"/admin/v1/keys/"+id, nil)
+	req.Header.Set("Authorization", "Bearer sk-ops")
+	if a := fleet[1].do(req); a.Status != 200 {
+		t.Fatalf("revoke: %d %s", a.Status, a.Body)
+	}
+	took := untilStatus(fleet, secret, 401, time.Second)
+	if strings.Contains(slogDurations(took), "-1") {
+		t.Fatalf("the revoked key was not refused on every replica within 1 s: %s", slogDurations(took))
+	}
+	t.Logf("revoked on replica 2; 401 on replicas 1-3 after %s", slogDurations(took))
+	// Every replica lists it as revoked, and the audit log is shared.
+	for i, g := range fleet {
+		if a := g.get("/admin/v1/keys/"+id, "Authorization", "Bearer sk-ops"); !gjson.Get(a.Body, "revoked").Bool() {
+			t.Errorf("replica %d shows %s", i+1, a.Body)
+		}
+		if a := g.get("/admin/v1/audit", "Authorization", "Bearer sk-ops"); gjson.Get(a.Body, "data.#.action").String() != `["key.create","key.revoke"]` {
+			t.Errorf("replica %d audit: %s", i+1, a.Body)
+		}
+	}
+}
+
+func slogDurations(ds []time.Duration) string {
+	parts := make([]string, len(ds))
+	for i, d := range ds {
+		if d < 0 {
+			parts[i] = "-1"
+			continue
+		}
+		parts[i] = d.Round(time.Millisecond).String()
+	}
+	return strings.Join(parts, ", ")
+}
