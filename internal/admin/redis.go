@@ -32,7 +32,7 @@ type Redis struct{ c *redis.Client }
 func NewRedis(c *redis.Client) *Redis { return &Redis{c: c} }
 
 // updateTries bounds the reruns of a change that keeps losing to others.
-const updateTries = 16
+const updateTries = 64
 
 func (r *Redis) Load(ctx context.Context) (*State, error) {
 	var st *State

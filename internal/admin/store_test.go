@@ -1,0 +1,178 @@
+package admin
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+
+	"switchboard/internal/clock"
+	"switchboard/internal/config"
+	"switchboard/internal/queue"
+	"switchboard/internal/store/redistest"
+	"switchboard/internal/tenant"
+)
+
+// backends returns a fresh store of each kind: SQLite (in memory) and
+// Redis (a real redis-server); each test runs against both.
+func backends(t *testing.T) map[string]func() Store {
+	return map[string]func() Store{
+		"sqlite": func() Store {
+			s, err := OpenMemory()
+			if err != nil {
+				t.Fatal(err)
+			}
+			return s
+		},
+		"redis": func() Store {
+			rs := redistest.Start(t)
+			c, err := queue.Dial(rs.URL, 5*time.Second, 5*time.Second, 32)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { c.Close() })
+			return NewRedis(c)
+		},
+	}
+}
+
+func service(st Store, apply func(*tenant.Issued)) *Service {
+	return &Service{St: st, Clock: clock.NewFake(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)), Log: slog.New(slog.DiscardHandler), Apply: apply}
+}
+
+var env = &Env{ConfigTenants: map[string]bool{"cfg-team": true}, Model: func(n string) (string, bool) { return n, n == "m" }}
+
+// TestConcurrentChangesSerialise: 16 admins create a key of the same name
+// at once: exactly one wins, the others get 409 duplicate_name, and the
+// version and the audit log count one change per success.
+func TestConcurrentChangesSerialise(t *testing.T) {
+	for name, open := range backends(t) {
+		t.Run(name, func(t *testing.T) {
+			st := open()
+			svc := service(st, nil)
+			ctx := context.Background()
+			var wg sync.WaitGroup
+			var mu sync.Mutex
+			won, dup := 0, 0
+			for i := range 16 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					_, err := svc.CreateKey(ctx, fmt.Sprintf("admin-%d", i), env, []byte(`{"name":"same","tenant":"cfg-team"}`))
+					mu.Lock()
+					defer mu.Unlock()
+					if e, ok := AsError(err); ok && e.Status == http.StatusConflict && e.Param == "name" {
+						dup++
+					} else if err == nil {
+						won++
+					} else {
+						t.Errorf("create: %v", err)
+					}
+				}()
+			}
+			wg.Wait()
+			if won != 1 || dup != 15 {
+				t.Fatalf("won %d, duplicates %d", won, dup)
+			}
+			// 16 distinct names: all win, each one version and one audit row.
+			for i := range 16 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					if _, err := svc.CreateKey(ctx, "a", env, fmt.Appendf(nil, `{"name":"k%d","tenant":"cfg-team"}`, i)); err != nil {
+						t.Errorf("create k%d: %v", i, err)
+					}
+				}()
+			}
+			wg.Wait()
+			v, err := st.Version(ctx)
+			if err != nil || v != 17 {
+				t.Fatalf("version %d %v, want 17", v, err)
+			}
+			rows, err := st.Audit(ctx, AuditQuery{Limit: 100})
+			if err != nil || len(rows) != 17 {
+				t.Fatalf("audit rows %d %v", len(rows), err)
+			}
+			for i, r := range rows {
+				if r.Seq != int64(i+1) || r.Action != ActionKeyCreate {
+					t.Errorf("row %d: %+v", i, r)
+				}
+			}
+			loaded, err := st.Load(ctx)
+			if err != nil || len(loaded.Keys) != 17 || loaded.Version != 17 {
+				t.Fatalf("load: %d keys at %d, %v", len(loaded.Keys), loaded.Version, err)
+			}
+		})
+	}
+}
+
+// TestRefusedChangeWritesNothing: a change whose check fails leaves no
+// record, no audit row and the version as it was.
+func TestRefusedChangeWritesNothing(t *testing.T) {
+	for name, open := range backends(t) {
+		t.Run(name, func(t *testing.T) {
+			st := open()
+			svc := service(st, nil)
+			ctx := context.Background()
+			if _, err := svc.CreateKey(ctx, "a", env, []byte(`{"name":"k","tenant":"nobody"}`)); err == nil {
+				t.Fatal("a key of an unknown tenant was created")
+			}
+			if err := svc.DeleteTenant(ctx, "a", "nobody"); err == nil {
+				t.Fatal("deleted a tenant that does not exist")
+			}
+			_, err := st.Update(ctx, func(*State) (*Change, error) { return nil, errors.New("changed my mind") })
+			if err == nil {
+				t.Fatal("an aborted change succeeded")
+			}
+			v, _ := st.Version(ctx)
+			rows, _ := st.Audit(ctx, AuditQuery{Limit: 10})
+			loaded, _ := st.Load(ctx)
+			if v != 0 || len(rows) != 0 || len(loaded.Keys) != 0 {
+				t.Errorf("after refusals: version %d, %d audit rows, %d keys", v, len(rows), len(loaded.Keys))
+			}
+		})
+	}
+}
+
+// TestIssuedFollowsState: revoked keys leave the table; a rotation's old
+// secret stays only within its grace; a key's tenant limits come from the
+// issued tenant.
+func TestIssuedFollowsState(t *testing.T) {
+	st, _ := OpenMemory()
+	var got *tenant.Issued
+	svc := service(st, func(is *tenant.Issued) { got = is })
+	ctx := context.Background()
+	if _, err := svc.CreateTenant(ctx, "a", env, []byte(`{"name":"t","rpm":7}`)); err != nil {
+		t.Fatal(err)
+	}
+	is, err := svc.CreateKey(ctx, "a", env, []byte(`{"name":"k","tenant":"t","models":["m"]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Keys) != 1 || *got.Tenants["t"].RPM != 7 || got.Keys[0].Models[0] != "m" {
+		t.Fatalf("issued: %+v", got)
+	}
+	if _, err := svc.RotateKey(ctx, "a", is.Key.ID, []byte(`{"grace_seconds":30}`)); err != nil {
+		t.Fatal(err)
+	}
+	if k := got.Keys[0]; k.Previous == ([32]byte{}) || !k.PreviousUntil.Equal(svc.Clock.Now().Add(30*time.Second)) {
+		t.Fatalf("rotation: %+v", k)
+	}
+	tab := tenant.Compile(nilAuth(), got)
+	id, ok := tab.Lookup(is.Secret)
+	if !ok || !id.Expired(svc.Clock.Now().Add(31*time.Second)) || id.Expired(svc.Clock.Now()) {
+		t.Fatalf("old secret within grace: %+v %v", id, ok)
+	}
+	if _, err := svc.RevokeKey(ctx, "a", is.Key.ID); err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Keys) != 0 {
+		t.Fatalf("a revoked key is still issued: %+v", got.Keys)
+	}
+}
+
+func nilAuth() *config.Auth { return &config.Auth{} }
