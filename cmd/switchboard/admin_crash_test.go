@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 )
@@ -130,16 +129,7 @@ logging:
 			}
 		}()
 	}
-	deadline := time.Now().Add(20 * time.Second)
-	for acks.Load() < 400 && time.Now().Before(deadline) && !t.Failed() {
-		time.Sleep(2 * time.Millisecond)
-	}
-	if err := g.cmd.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	_ = g.cmd.Wait()
-	stop()
-	wg.Wait()
+	g.killMidBurst(t, &acks, 400, stop, &wg)
 	if acks.Load() < 400 {
 		t.Fatalf("only %d admin calls acknowledged before the kill:\n%s", acks.Load(), g.out.String())
 	}

@@ -74,6 +74,22 @@ func startGateway(t *testing.T, cfg string) *gatewayProc {
 	return nil
 }
 
+// killMidBurst sends SIGKILL once done reaches n (or after 20 s), then
+// stops the burst (stop) and waits for its goroutines (wg).
+func (g *gatewayProc) killMidBurst(t *testing.T, done *atomic.Int64, n int64, stop func(), wg *sync.WaitGroup) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for done.Load() < n && time.Now().Before(deadline) && !t.Failed() {
+		time.Sleep(2 * time.Millisecond)
+	}
+	if err := g.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = g.cmd.Wait()
+	stop()
+	wg.Wait()
+}
+
 // A gateway process killed with SIGKILL in the middle of a burst of
 // metered requests loses no debit: after it is restarted on the same
 // SQLite file, every request that reached the provider (and so every
@@ -163,16 +179,7 @@ logging:
 		}()
 	}
 	// Kill once the burst is well under way.
-	deadline := time.Now().Add(20 * time.Second)
-	for answered.Load() < 300 && time.Now().Before(deadline) && !t.Failed() {
-		time.Sleep(5 * time.Millisecond)
-	}
-	if err := g.cmd.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	_ = g.cmd.Wait()
-	stop()
-	wg.Wait()
+	g.killMidBurst(t, &answered, 300, stop, &wg)
 	time.Sleep(20 * time.Millisecond) // upstream handlers counted at arrival; let stragglers finish
 	nAnswered, nSent := answered.Load(), sent.Load()
 	if nAnswered < 300 {
