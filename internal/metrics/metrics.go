@@ -31,6 +31,8 @@ type Metrics struct {
 	Streams *prometheus.CounterVec
 	// Queue counts distributed execution and idempotent replays.
 	Queue QueueCounters
+	// ModelFallbacks counts cross-model fallbacks (fallback.go).
+	ModelFallbacks *prometheus.CounterVec
 }
 
 // New registers the collectors on a fresh registry.
@@ -76,6 +78,7 @@ func New() *Metrics {
 		m.QuotaPaused, m.UpstreamTTFT, m.UpstreamTPS, m.Streams,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.Queue = newQueueCounters(r)
+	m.ModelFallbacks = newModelFallbacks(r)
 	return m
 }
 

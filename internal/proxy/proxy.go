@@ -100,6 +100,9 @@ type Attempt struct {
 // Result is a successful answer not yet written to the client.
 type Result struct {
 	Candidate *route.Candidate
+	// Route is the model route that served, set by the caller when it may
+	// differ from the client's (a cross-model fallback); nil otherwise.
+	Route *route.Route
 	// Native is true when the answer is in the Anthropic Messages protocol.
 	Native bool
 	Status int

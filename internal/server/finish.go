@@ -17,6 +17,7 @@ import (
 // feeds routing: a stream its client abandoned or the drain cut is not a
 // measurement of the provider.
 func (s *Server) finishStream(ctx context.Context, rt *route.Route, res *proxy.Result, st *track.Stream, outcome string) {
+	rt = servedRoute(res, rt)
 	defer s.Prober.AfterRequest(rt)
 	settleStream(res, st)
 	p := res.Candidate.Provider
@@ -57,6 +58,7 @@ func (s *Server) finishStream(ctx context.Context, rt *route.Route, res *proxy.R
 // before the write (so they are under way by the time the client has its
 // answer); the log line comes after it, off the client's wait.
 func (s *Server) answerUnary(ctx context.Context, w http.ResponseWriter, rt *route.Route, res *proxy.Result, status int, body []byte) {
+	rt = servedRoute(res, rt)
 	s.Prober.AfterRequest(rt)
 	writeUnary(w, status, s.secrets().Bytes(body))
 	if !s.Log.Enabled(ctx, slog.LevelInfo) {

@@ -546,7 +546,7 @@ func (s *Server) inference(ep provider.Endpoint) http.HandlerFunc {
 				return
 			}
 			call := s.call(r, in, ep, in.body)
-			res, fail := s.proxy.Do(r.Context(), call)
+			res, fail := s.serve(r.Context(), in, call)
 			if fail != nil {
 				s.failed(w, r, OpenAI, in, fail)
 				return

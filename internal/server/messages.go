@@ -42,7 +42,7 @@ func (s *Server) messagesLocal(w http.ResponseWriter, r *http.Request, in *incom
 	rt := in.rt
 	call := s.call(r, in, provider.Chat, chat)
 	call.Native = in.body
-	res, fail := s.proxy.Do(r.Context(), call)
+	res, fail := s.serve(r.Context(), in, call)
 	if fail != nil {
 		s.failed(w, r, Anthropic, in, fail)
 		return

@@ -38,6 +38,7 @@ func (s *Server) setAnswerHeaders(w http.ResponseWriter, res *proxy.Result, rt *
 	if rt != nil {
 		h["X-Switchboard-Model"] = []string{rt.Model.Name}
 	}
+	setFallbackHeader(h, res, rt)
 }
 
 // relay writes a committed result in the OpenAI protocol, measuring it on

@@ -1,0 +1,141 @@
+package server
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"switchboard/internal/config"
+	"switchboard/internal/proxy"
+	"switchboard/internal/route"
+)
+
+// FallbackModelHeader names the model that served when it is not the one
+// the client asked for (a cross-model fallback); absent otherwise.
+// X-Switchboard-Model keeps the client's name, as on every answer.
+const FallbackModelHeader = "X-Switchboard-Fallback-Model"
+
+// serve runs the attempt loop for call's model and, when every provider
+// failed with a condition the model's fallbacks cover, for its fallback
+// models in order: each with its own providers, routing policy, timeouts
+// and admission (so its own price is reserved), all within the request's
+// one deadline. A result names the route that served (Result.Route).
+// Nothing has reached the client when a fallback starts: a stream only
+// commits once a token arrived.
+func (s *Server) serve(ctx context.Context, in *incoming, call *proxy.Call) (*proxy.Result, *proxy.Failure) {
+	deadline := s.Clock.Now().Add(call.Opts.Deadline)
+	var est *route.Estimate
+	size := func() route.Estimate {
+		if est == nil {
+			e := route.EstimateOf(call.Body)
+			est = &e
+		}
+		return *est
+	}
+	visited := map[string]bool{}
+	var attempts []proxy.Attempt
+	var walk func(c *proxy.Call) (*proxy.Result, *proxy.Failure)
+	walk = func(c *proxy.Call) (*proxy.Result, *proxy.Failure) {
+		rt := c.Route
+		visited[rt.Model.Name] = true
+		fb := rt.Model.Fallbacks
+		var fail *proxy.Failure
+		var cond string
+		if e, over := s.overContext(rt, fb, visited, size); over {
+			// The prompt cannot fit: no provider of this model is sent
+			// it (nor billed for it).
+			cond, fail = config.FallbackContextWindow, &proxy.Failure{}
+			s.Log.LogAttrs(ctx, slog.LevelInfo, "model skipped: request exceeds its context window",
+				slog.String("model", rt.Model.Name), slog.Int64("estimate", e), slog.Int64("context_length", rt.ContextLength))
+		} else {
+			res, f := s.proxy.Do(ctx, c)
+			if res != nil {
+				res.Route = rt
+				return res, nil
+			}
+			fail, cond = f, f.Condition()
+		}
+		fail.Attempts = append(attempts, fail.Attempts...)
+		attempts = fail.Attempts
+		for _, name := range modelsOf(fb) {
+			if !fb.Covers(cond) {
+				break
+			}
+			next := in.snap.Routes.Lookup(name)
+			if next == nil || visited[name] {
+				continue
+			}
+			left := deadline.Sub(s.Clock.Now())
+			if left <= 0 {
+				fail.DeadlineHit = true
+				break
+			}
+			s.Log.LogAttrs(ctx, slog.LevelWarn, "model fallback", slog.String("model", rt.Model.Name),
+				slog.String("fallback", name), slog.String("condition", cond))
+			s.Metrics.ModelFallbacks.WithLabelValues(rt.Model.Name, name, cond).Inc()
+			res, f := walk(s.fallbackCall(c, in, next, left))
+			if res != nil {
+				return res, nil
+			}
+			fail, cond = f, f.Condition()
+		}
+		return nil, fail
+	}
+	return walk(call)
+}
+
+// overContext reports whether the request's estimate (prompt plus its
+// stated output limit) exceeds rt's context window while a fallback that
+// covers context_window is left to take it. Without one the request is
+// sent anyway: the estimate is a heuristic, and the provider's own answer
+// is the authority.
+func (s *Server) overContext(rt *route.Route, fb *config.Fallbacks, visited map[string]bool, size func() route.Estimate) (int64, bool) {
+	if rt.ContextLength <= 0 || !fb.Covers(config.FallbackContextWindow) {
+		return 0, false
+	}
+	left := false
+	for _, name := range fb.Models {
+		left = left || !visited[name]
+	}
+	if !left {
+		return 0, false
+	}
+	e := size()
+	n := e.Input + e.StatedOutput
+	return n, n > rt.ContextLength
+}
+
+// fallbackCall is c moved to the fallback model next, with left of the
+// request's deadline.
+func (s *Server) fallbackCall(c *proxy.Call, in *incoming, next *route.Route, left time.Duration) *proxy.Call {
+	nc := *c
+	nc.Route = next
+	nc.Order = s.selector.OrderBody(next, c.Body)
+	nc.Opts = options(in.snap.Config, next.Model, c.Endpoint)
+	nc.Opts.Deadline = min(nc.Opts.Deadline, left)
+	return &nc
+}
+
+func modelsOf(f *config.Fallbacks) []string {
+	if f == nil {
+		return nil
+	}
+	return f.Models
+}
+
+// setFallbackHeader names the model that served when it is a fallback.
+func setFallbackHeader(h http.Header, res *proxy.Result, rt *route.Route) {
+	if res.Route != nil && rt != nil && res.Route != rt {
+		h[FallbackModelHeader] = []string{res.Route.Model.Name}
+	}
+}
+
+// servedRoute is the route whose provider answered: a fallback model's,
+// or rt. Samples, logs and probes belong to it.
+func servedRoute(res *proxy.Result, rt *route.Route) *route.Route {
+	if res.Route != nil {
+		return res.Route
+	}
+	return rt
+}

@@ -1,0 +1,231 @@
+package server
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/tidwall/gjson"
+
+	"switchboard/internal/provider/mock"
+)
+
+// fallbackYAML: model small (context 1000 tokens, one provider) falls back
+// to big under the conditions on; big has a provider of its own.
+func fallbackYAML(on string) string {
+	return `providers:
+  s1: {type: mock, mock: {tokens: 3}}
+  b1: {type: mock, mock: {tokens: 3}}
+models:
+  - name: small
+    context_length: 1000
+    providers: [{provider: s1, model: small-v1}]
+    fallbacks: {models: [big], on: ` + on + `}
+  - name: big
+    providers: [{provider: b1, model: big-v1}]
+retries: {max_attempts: 1, max_rounds: 1}
+`
+}
+
+const (
+	smallBody       = `{"model":"small","messages":[{"role":"user","content":"hi"}]}`
+	smallStreamBody = `{"model":"small","stream":true,"messages":[{"role":"user","content":"hi"}]}`
+)
+
+// Provider error bodies as the vendors send them.
+var (
+	openAIContext    = `{"error":{"message":"This model's maximum context length is 8192 tokens. However, your messages resulted in 9000 tokens. Please reduce the length of the messages.","type":"invalid_request_error","param":"messages","code":"context_length_exceeded"}}`
+	anthropicContext = `{"type":"error","error":{"type":"invalid_request_error","message":"prompt is too long: 208656 tokens > 200000 maximum"}}`
+	geminiContext    = `{"error":{"code":400,"message":"The input token count (1200293) exceeds the maximum number of tokens allowed (1048576).","status":"INVALID_ARGUMENT"}}`
+	openAIContent    = `{"error":{"message":"Your request was rejected as a result of our safety system.","type":"invalid_request_error","param":null,"code":"content_policy_violation"}}`
+	azureContent     = `{"error":{"message":"The response was filtered due to the prompt triggering Azure OpenAI's content management policy.","type":null,"param":"prompt","code":"content_filter","status":400,"innererror":{"code":"ResponsibleAIPolicyViolation"}}}`
+	anthropicContent = `{"type":"error","error":{"type":"invalid_request_error","message":"Output blocked by content filtering policy"}}`
+	plainInvalid     = `{"error":{"message":"'messages' must contain at least one message","type":"invalid_request_error","param":"messages","code":null}}`
+)
+
+// Each condition through the real server: small's provider fails as
+// scripted, and big serves (or does not, when on leaves the condition out
+// or the request itself is wrong). The answer names the serving model in
+// X-Switchboard-Fallback-Model; X-Switchboard-Model stays the client's.
+func TestModelFallbackConditions(t *testing.T) {
+	tests := []struct {
+		name     string
+		on       string
+		fault    mock.Fault
+		fallback bool
+		status   int // of a refusal without fallback
+	}{
+		{"error: 503", "[error]", mock.Fault{Status: 503}, true, 0},
+		{"error: connection failure", "[error]", mock.Fault{Transport: true}, true, 0},
+		{"context_window: OpenAI context_length_exceeded", "[context_window]", mock.Fault{Status: 400, Body: []byte(openAIContext)}, true, 0},
+		{"context_window: Anthropic prompt is too long", "[context_window]", mock.Fault{Status: 400, Body: []byte(anthropicContext)}, true, 0},
+		{"context_window: Gemini input token count", "[context_window]", mock.Fault{Status: 400, Body: []byte(geminiContext)}, true, 0},
+		{"content_policy: OpenAI", "[content_policy]", mock.Fault{Status: 400, Body: []byte(openAIContent)}, true, 0},
+		{"content_policy: Azure content_filter", "[content_policy]", mock.Fault{Status: 400, Body: []byte(azureContent)}, true, 0},
+		{"content_policy: Anthropic", "[content_policy]", mock.Fault{Status: 400, Body: []byte(anthropicContent)}, true, 0},
+		{"rate_limit: 429", "[rate_limit]", mock.Fault{Status: 429, Header: hdr("Retry-After", "30")}, true, 0},
+		{"default on covers every condition", "[error, context_window, content_policy, rate_limit]", mock.Fault{Status: 429}, true, 0},
+		{"a condition left out of on: no fallback", "[context_window]", mock.Fault{Status: 503}, false, 503},
+		{"a 429 is not an error condition", "[error]", mock.Fault{Status: 429}, false, 429},
+		{"an invalid request is not retried on another model", "[error, context_window, content_policy, rate_limit]", mock.Fault{Status: 400, Body: []byte(plainInvalid)}, false, 400},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g := startGateway(t, fallbackYAML(tt.on))
+			g.mock("s1").Script(tt.fault)
+			a := g.post("/v1/chat/completions", smallBody)
+			if !tt.fallback {
+				if a.Status != tt.status || g.mock("b1").Calls() != 0 || a.Header.Get(FallbackModelHeader) != "" {
+					t.Fatalf("want %d from small without fallback, got %d (big called %d times): %s", tt.status, a.Status, g.mock("b1").Calls(), a.Body)
+				}
+				return
+			}
+			if a.Status != 200 {
+				t.Fatalf("status %d: %s", a.Status, a.Body)
+			}
+			if got := []string{a.Header.Get("X-Switchboard-Model"), a.Header.Get(FallbackModelHeader), a.Header.Get("X-Switchboard-Provider"),
+				gjson.Get(a.Body, "model").String()}; strings.Join(got, " ") != "small big b1 big-v1" {
+				t.Fatalf("model, fallback model, provider, answer model = %q; want small big b1 big-v1", got)
+			}
+			if !strings.Contains(g.logs.String(), "model fallback") {
+				t.Error("no model fallback log line")
+			}
+		})
+	}
+}
+
+// A prompt estimated beyond small's context_length goes straight to big:
+// small's provider is never called (nor billed).
+func TestModelFallbackContextWindowBeforeSending(t *testing.T) {
+	g := startGateway(t, fallbackYAML("[context_window]"))
+	long := `{"model":"small","messages":[{"role":"user","content":"` + strings.Repeat("word ", 1200) + `"}]}`
+	a := g.post("/v1/chat/completions", long)
+	if a.Status != 200 || a.Header.Get(FallbackModelHeader) != "big" {
+		t.Fatalf("status %d, fallback %q: %s", a.Status, a.Header.Get(FallbackModelHeader), a.Body)
+	}
+	if n := g.mock("s1").Calls(); n != 0 {
+		t.Fatalf("small's provider was called %d times for a prompt over its window", n)
+	}
+	// A stated max_tokens counts too: 900 prompt-free tokens fit, 2000 do not.
+	a = g.post("/v1/chat/completions", `{"model":"small","max_tokens":2000,"messages":[{"role":"user","content":"hi"}]}`)
+	if a.Header.Get(FallbackModelHeader) != "big" || g.mock("s1").Calls() != 0 {
+		t.Fatalf("max_tokens beyond the window: fallback %q, small called %d", a.Header.Get(FallbackModelHeader), g.mock("s1").Calls())
+	}
+	a = g.post("/v1/chat/completions", smallBody)
+	if a.Header.Get(FallbackModelHeader) != "" || a.Header.Get("X-Switchboard-Provider") != "s1" {
+		t.Fatalf("a short prompt: provider %q, fallback %q", a.Header.Get("X-Switchboard-Provider"), a.Header.Get(FallbackModelHeader))
+	}
+	m := g.get("/metrics")
+	if !strings.Contains(m.Body, `switchboard_model_fallbacks_total{condition="context_window",fallback="big",model="small"} 2`) {
+		t.Errorf("fallback metric missing:\n%s", grepLines(m.Body, "fallbacks"))
+	}
+}
+
+// Without a fallback that covers context_window, an over-long prompt is
+// still sent: the estimate is a heuristic, the provider decides.
+func TestModelOverContextWithoutFallbackIsSent(t *testing.T) {
+	g := startGateway(t, fallbackYAML("[error]"))
+	long := `{"model":"small","messages":[{"role":"user","content":"` + strings.Repeat("word ", 1200) + `"}]}`
+	if a := g.post("/v1/chat/completions", long); a.Status != 200 || a.Header.Get("X-Switchboard-Provider") != "s1" {
+		t.Fatalf("status %d provider %q", a.Status, a.Header.Get("X-Switchboard-Provider"))
+	}
+}
+
+// Streams fall back before their first token: the client gets one clean
+// stream from big; and the Anthropic Messages endpoint does the same.
+func TestModelFallbackStreamsAndMessages(t *testing.T) {
+	g := startGateway(t, fallbackYAML("[error]"))
+	g.mock("s1").Script(mock.Fault{Status: 500})
+	resp, err := http.Post(g.URL+"/v1/chat/completions", "application/json", strings.NewReader(smallStreamBody))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := readStream(t, resp)
+	if resp.StatusCode != 200 || resp.Header.Get(FallbackModelHeader) != "big" || len(lines) == 0 || lines[len(lines)-1] != "[DONE]" {
+		t.Fatalf("status %d fallback %q stream %q", resp.StatusCode, resp.Header.Get(FallbackModelHeader), lines)
+	}
+	for _, l := range lines {
+		if strings.Contains(l, `"error"`) {
+			t.Fatalf("the stream shows the failure: %s", l)
+		}
+	}
+	g.mock("s1").Script(mock.Fault{Status: 500})
+	a := g.post("/v1/messages", `{"model":"small","max_tokens":50,"messages":[{"role":"user","content":"hi"}]}`, "anthropic-version", "2023-06-01")
+	if a.Status != 200 || a.Header.Get(FallbackModelHeader) != "big" || gjson.Get(a.Body, "type").String() != "message" {
+		t.Fatalf("messages: %d %q %s", a.Status, a.Header.Get(FallbackModelHeader), a.Body)
+	}
+}
+
+// Chains follow each model's own fallbacks; every model failing ends in
+// one failure listing every attempt across the chain.
+func TestModelFallbackChainAndFailure(t *testing.T) {
+	g := startGateway(t, `providers:
+  p1: {type: mock, mock: {tokens: 3}}
+  p2: {type: mock, mock: {tokens: 3}}
+  p3: {type: mock, mock: {tokens: 3}}
+models:
+  - {name: a, providers: [{provider: p1}], fallbacks: [b]}
+  - {name: b, providers: [{provider: p2}], fallbacks: [c]}
+  - {name: c, providers: [{provider: p3}]}
+retries: {max_attempts: 1, max_rounds: 1}
+`)
+	g.mock("p1").Script(mock.Fault{Status: 503})
+	g.mock("p2").Script(mock.Fault{Status: 502})
+	a := g.post("/v1/chat/completions", `{"model":"a","messages":[{"role":"user","content":"hi"}]}`)
+	if a.Status != 200 || a.Header.Get(FallbackModelHeader) != "c" || a.Header.Get("X-Switchboard-Model") != "a" {
+		t.Fatalf("%d fallback %q: %s", a.Status, a.Header.Get(FallbackModelHeader), a.Body)
+	}
+	for _, p := range []string{"p1", "p2", "p3"} {
+		g.mock(p).Script(mock.Fault{Status: 503})
+	}
+	a = g.post("/v1/chat/completions", `{"model":"a","messages":[{"role":"user","content":"hi"}]}`)
+	if a.Status != 503 {
+		t.Fatalf("all failing: %d %s", a.Status, a.Body)
+	}
+	if got := gjson.Get(a.Body, "error.detail.attempts.#.provider").String(); got != `["p1","p2","p3"]` {
+		t.Fatalf("attempts %s, want p1, p2, p3: %s", got, a.Body)
+	}
+}
+
+// The fallback model is admitted for its own price: under a budget, a
+// model whose provider cannot be priced is passed over (a provider-scoped
+// refusal) and the priced fallback serves; the caller's own limit is not
+// a reason to try another model.
+func TestModelFallbackAdmission(t *testing.T) {
+	g := startGateway(t, `providers:
+  free: {type: mock, mock: {tokens: 3}}
+  paid: {type: mock, mock: {tokens: 3}}
+models:
+  - {name: small, providers: [{provider: free, model: unpriced}], fallbacks: [big]}
+  - {name: big, providers: [{provider: paid, model: priced}]}
+pricing:
+  paid:
+    priced: {input: 1, output: 1, context: 100000, max_output: 100}
+retries: {max_attempts: 1, max_rounds: 1}
+auth:
+  keys:
+    k: {tenant: acme, budget_usd: 1}
+    limited: {tenant: slow, rpm: 0}
+`)
+	a := g.post("/v1/chat/completions", smallBody, "Authorization", "Bearer k")
+	if a.Status != 200 || a.Header.Get(FallbackModelHeader) != "big" || g.mock("free").Calls() != 0 {
+		t.Fatalf("%d fallback %q (unpriced called %d): %s", a.Status, a.Header.Get(FallbackModelHeader), g.mock("free").Calls(), a.Body)
+	}
+	if c := gjson.Get(a.Body, "usage.cost_usd"); c.Type != gjson.Number || c.Float() <= 0 {
+		t.Errorf("the fallback's answer is not priced: %s", a.Body)
+	}
+	a = g.post("/v1/chat/completions", smallBody, "Authorization", "Bearer limited")
+	if a.Status != 429 || g.mock("paid").Calls() != 1 {
+		t.Fatalf("the caller's own limit: %d, big called %d: %s", a.Status, g.mock("paid").Calls(), a.Body)
+	}
+}
+
+func grepLines(s, sub string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
+}
