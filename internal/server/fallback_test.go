@@ -117,7 +117,7 @@ func TestModelFallbackContextWindowBeforeSending(t *testing.T) {
 	}
 	m := g.get("/metrics")
 	if !strings.Contains(m.Body, `switchboard_model_fallbacks_total{condition="context_window",fallback="big",model="small"} 2`) {
-		t.Errorf("fallback metric missing:\n%s", grepLines(m.Body, "fallbacks"))
+		t.Errorf("fallback metric missing:\n%s", grep(m.Body, "fallbacks"))
 	}
 }
 
@@ -218,14 +218,4 @@ auth:
 	if a.Status != 429 || g.mock("paid").Calls() != 1 {
 		t.Fatalf("the caller's own limit: %d, big called %d: %s", a.Status, g.mock("paid").Calls(), a.Body)
 	}
-}
-
-func grepLines(s, sub string) string {
-	var out []string
-	for _, l := range strings.Split(s, "\n") {
-		if strings.Contains(l, sub) {
-			out = append(out, l)
-		}
-	}
-	return strings.Join(out, "\n")
 }
