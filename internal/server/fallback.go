@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"slices"
 	"time"
 
 	"switchboard/internal/config"
@@ -34,6 +35,11 @@ func (s *Server) serve(ctx context.Context, in *incoming, call *proxy.Call) (*pr
 		return *est
 	}
 	visited := map[string]bool{}
+	// usable: a fallback not yet tried this request, that the caller's key
+	// may use (a key limited to some models falls back only among them).
+	usable := func(name string) bool {
+		return !visited[name] && in.snap.Routes.Lookup(name) != nil && in.id.MayUse(name)
+	}
 	var attempts []proxy.Attempt
 	var walk func(c *proxy.Call) (*proxy.Result, *proxy.Failure)
 	walk = func(c *proxy.Call) (*proxy.Result, *proxy.Failure) {
@@ -42,7 +48,7 @@ func (s *Server) serve(ctx context.Context, in *incoming, call *proxy.Call) (*pr
 		fb := rt.Model.Fallbacks
 		var fail *proxy.Failure
 		var cond string
-		if e, over := s.overContext(rt, fb, visited, size); over {
+		if e, over := s.overContext(rt, fb, usable, size); over {
 			// The prompt cannot fit: no provider of this model is sent
 			// it (nor billed for it).
 			cond, fail = config.FallbackContextWindow, &proxy.Failure{}
@@ -62,10 +68,10 @@ func (s *Server) serve(ctx context.Context, in *incoming, call *proxy.Call) (*pr
 			if !fb.Covers(cond) {
 				break
 			}
-			next := in.snap.Routes.Lookup(name)
-			if next == nil || visited[name] {
+			if !usable(name) {
 				continue
 			}
+			next := in.snap.Routes.Lookup(name)
 			left := deadline.Sub(s.Clock.Now())
 			if left <= 0 {
 				fail.DeadlineHit = true
@@ -90,15 +96,8 @@ func (s *Server) serve(ctx context.Context, in *incoming, call *proxy.Call) (*pr
 // covers context_window is left to take it. Without one the request is
 // sent anyway: the estimate is a heuristic, and the provider's own answer
 // is the authority.
-func (s *Server) overContext(rt *route.Route, fb *config.Fallbacks, visited map[string]bool, size func() route.Estimate) (int64, bool) {
-	if rt.ContextLength <= 0 || !fb.Covers(config.FallbackContextWindow) {
-		return 0, false
-	}
-	left := false
-	for _, name := range fb.Models {
-		left = left || !visited[name]
-	}
-	if !left {
+func (s *Server) overContext(rt *route.Route, fb *config.Fallbacks, usable func(string) bool, size func() route.Estimate) (int64, bool) {
+	if rt.ContextLength <= 0 || !fb.Covers(config.FallbackContextWindow) || !slices.ContainsFunc(fb.Models, usable) {
 		return 0, false
 	}
 	e := size()

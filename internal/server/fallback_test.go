@@ -219,3 +219,32 @@ auth:
 		t.Fatalf("the caller's own limit: %d, big called %d: %s", a.Status, g.mock("paid").Calls(), a.Body)
 	}
 }
+
+// A key limited to some models falls back only among them: with big
+// outside its list, small's failure is the answer (big is never called),
+// and an over-long prompt is sent to small rather than skipped.
+func TestModelFallbackOnlyToModelsTheKeyMayUse(t *testing.T) {
+	g := startGateway(t, fallbackYAML("[error, context_window]")+`auth:
+  keys:
+    sk-ops: {tenant: ops, role: admin}
+`)
+	a := g.adminCall("POST", "/admin/v1/keys", `{"name":"ci","tenant":"ops","models":["small"]}`)
+	secret := gjson.Get(a.Body, "secret").String()
+	if a.Status != 201 || secret == "" {
+		t.Fatalf("issue a key: %d %s", a.Status, a.Body)
+	}
+	g.mock("s1").Script(mock.Fault{Status: 503})
+	a = g.post("/v1/chat/completions", smallBody, "Authorization", "Bearer "+secret)
+	if a.Status != 503 || g.mock("b1").Calls() != 0 {
+		t.Fatalf("limited key: %d, big called %d: %s", a.Status, g.mock("b1").Calls(), a.Body)
+	}
+	long := `{"model":"small","messages":[{"role":"user","content":"` + strings.Repeat("word ", 1200) + `"}]}`
+	if a = g.post("/v1/chat/completions", long, "Authorization", "Bearer "+secret); a.Status != 200 || a.Header.Get("X-Switchboard-Provider") != "s1" {
+		t.Fatalf("over-long prompt of a limited key: %d provider %q", a.Status, a.Header.Get("X-Switchboard-Provider"))
+	}
+	// The operator's key may use big: the same failure falls back.
+	g.mock("s1").Script(mock.Fault{Status: 503})
+	if a = g.post("/v1/chat/completions", smallBody, "Authorization", "Bearer sk-ops"); a.Header.Get(FallbackModelHeader) != "big" {
+		t.Fatalf("admin key: %d fallback %q", a.Status, a.Header.Get(FallbackModelHeader))
+	}
+}
