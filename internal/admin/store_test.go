@@ -176,3 +176,57 @@ func TestIssuedFollowsState(t *testing.T) {
 }
 
 func nilAuth() *config.Auth { return &config.Auth{} }
+
+// quietStore is a store whose change notifications never arrive (a lost
+// subscription): only the version poll can tell a replica.
+type quietStore struct{ Store }
+
+func (quietStore) Changes(context.Context) <-chan struct{} { return nil }
+
+// TestPollIsTheBackstop: a replica that hears of no change still applies
+// another replica's change at its next version poll (PollInterval).
+func TestPollIsTheBackstop(t *testing.T) {
+	shared, err := OpenMemory()
+	if err != nil {
+		t.Fatal(err)
+	}
+	writer := service(shared, nil)
+	var mu sync.Mutex
+	var seen *tenant.Issued
+	clk := clock.NewFake(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+	follower := &Service{St: quietStore{shared}, Clock: clk, Log: slog.New(slog.DiscardHandler), Apply: func(is *tenant.Issued) {
+		mu.Lock()
+		seen = is
+		mu.Unlock()
+	}}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { follower.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+
+	if _, err := writer.CreateKey(ctx, "a", env, []byte(`{"name":"k","tenant":"cfg-team"}`)); err != nil {
+		t.Fatal(err)
+	}
+	for clk.Waiters() == 0 {
+		time.Sleep(time.Millisecond) // until Run waits on its poll timer
+	}
+	mu.Lock()
+	before := seen
+	mu.Unlock()
+	if before != nil {
+		t.Fatal("applied before any poll")
+	}
+	clk.Advance(PollInterval)
+	for start := time.Now(); time.Since(start) < 5*time.Second; time.Sleep(time.Millisecond) {
+		mu.Lock()
+		got := seen
+		mu.Unlock()
+		if got != nil {
+			if len(got.Keys) != 1 {
+				t.Fatalf("applied %+v", got)
+			}
+			return
+		}
+	}
+	t.Fatal("the poll did not apply the change")
+}

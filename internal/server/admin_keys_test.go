@@ -9,6 +9,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"switchboard/internal/clock"
+	"switchboard/internal/config"
 )
 
 const adminYAML = `providers:
@@ -69,6 +70,12 @@ func TestAdminKeyLifecycle(t *testing.T) {
 	}
 	if a := g.get("/v1/models/m2", "Authorization", "Bearer "+secret); a.Status != 404 {
 		t.Errorf("/v1/models/m2 of a limited key: %d", a.Status)
+	}
+	if a := g.get("/v1/health/detail", "Authorization", "Bearer "+secret); gjson.Get(a.Body, "models").String() != `["m"]` {
+		t.Errorf("health detail of a limited key: %s", a.Body)
+	}
+	if a := g.get("/dashboard/data", "Authorization", "Bearer "+secret); gjson.Get(a.Body, "models.#.name").String() != `["m"]` {
+		t.Errorf("dashboard of a limited key: %s", a.Body)
 	}
 	must(chatAs(g, "sk-acme", "m2"), 200) // other keys are not limited
 
@@ -174,6 +181,15 @@ func TestAdminTenantLimitsApply(t *testing.T) {
 	}
 	if a := chatAs(g, secret, "m"); a.Status != 200 {
 		t.Fatalf("after lifting rpm: %d %s", a.Status, a.Body)
+	}
+	// A config reload keeps the issued keys and tenants.
+	cfg, err := config.Parse([]byte(adminYAML), "test.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.Apply(cfg)
+	if a := chatAs(g, secret, "m"); a.Status != 200 {
+		t.Fatalf("after a reload: %d %s", a.Status, a.Body)
 	}
 	// An issued key of a config tenant shares that tenant's limits.
 	a = g.adminCall("POST", "/admin/v1/keys", `{"name":"acme-2","tenant":"acme","role":"tenant","tier":3}`)

@@ -86,7 +86,9 @@ func (s *Server) handleDashboardData(w http.ResponseWriter, r *http.Request) {
 	if !tenant.Operator(id) {
 		models := make([]dashModel, 0, len(snap.Config.Models))
 		for _, rt := range snap.Routes.Routes() {
-			models = append(models, dashModel{Name: rt.Model.Name, Providers: []dashProvider{}})
+			if id.MayUse(rt.Model.Name) {
+				models = append(models, dashModel{Name: rt.Model.Name, Providers: []dashProvider{}})
+			}
 		}
 		out := map[string]any{"timestamp": now, "role": "tenant", "models": models}
 		if u, err := s.Admission.Usage(r.Context(), id, admit.UsageOptions{Advisory: snap.advisory, ByModel: true}); err == nil {

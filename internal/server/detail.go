@@ -79,7 +79,9 @@ func (s *Server) handleHealthDetail(w http.ResponseWriter, r *http.Request) {
 	}
 	models := make([]string, 0, len(snap.Config.Models))
 	for _, rt := range snap.Routes.Routes() {
-		models = append(models, rt.Model.Name)
+		if id.MayUse(rt.Model.Name) { // a key limited to some models sees only those
+			models = append(models, rt.Model.Name)
+		}
 	}
 	if !tenant.Operator(id) {
 		writeJSON(w, http.StatusOK, map[string]any{"status": status, "models": models, "timestamp": now.UTC()})
