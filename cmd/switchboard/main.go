@@ -237,6 +237,12 @@ func serve(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	defer closeAdmin()
+	closeUsage, err := openUsageLog(cfg, stateDir, srv, log)
+	if err != nil {
+		log.Error("cannot open the usage log", "error", err.Error())
+		return 1
+	}
+	defer closeUsage()
 	if rs, ok := st.(*store.Redis); ok {
 		// A fleet: provider health is shared too (see docs/fleet.md).
 		srv.JoinFleet(rs)

@@ -97,8 +97,10 @@ func newID(now time.Time) string {
 // exactly one of Settle, Keep or Fail, which also releases the slot.
 func (c *Controller) Admit(ctx context.Context, ai AttemptInfo) (*Permit, *Refusal) {
 	s := c.snap.Load()
+	tally := tallyOf(ctx)
 	if s == nil {
-		return &Permit{c: c, noop: true}, nil
+		tally.attempt()
+		return &Permit{c: c, noop: true, provider: ai.Provider, model: ai.Model, tally: tally}, nil
 	}
 	now := c.clk.Now()
 	p := s.providers[ai.Provider]
@@ -114,7 +116,8 @@ func (c *Controller) Admit(ctx context.Context, ai AttemptInfo) (*Permit, *Refus
 	// write, no lock. Anonymous traffic without limits pays nothing here.
 	if (id == nil || id.Anonymous) && !s.global.rpm.Limited() && !s.global.tpm.Limited() &&
 		!p.rates.rpm.Limited() && !p.rates.tpm.Limited() && c.gate(ai.Provider) == nil {
-		return &Permit{c: c, noop: true}, nil
+		tally.attempt()
+		return &Permit{c: c, noop: true, provider: ai.Provider, model: ai.Model, tally: tally}, nil
 	}
 
 	entry, known := s.catalog.Lookup(ai.Provider, ai.Model)
@@ -236,7 +239,8 @@ func (c *Controller) Admit(ctx context.Context, ai AttemptInfo) (*Permit, *Refus
 	}
 	pm := &Permit{c: c, release: releaseSlot, id: a.ID, tenant: t, label: id.Label(), provider: ai.Provider,
 		model: ai.Model, minute: d.Minute, windowSecs: a.WindowSecs, windowStart: d.WindowStart, est: est.Total,
-		hold: hold, advice: advise(ds, metas, d)}
+		hold: hold, advice: advise(ds, metas, d), tally: tally}
+	tally.attempt()
 	for i, m := range metas {
 		if m.kind == "tpm" {
 			charged := min(ds[i].Cost, ds[i].Rate.Limit)

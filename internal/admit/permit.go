@@ -32,6 +32,8 @@ type Permit struct {
 	tpm                                []limit.Debit // charged TPM debits
 	hold                               spend.Hold
 	advice                             Advice
+	// tally sums the request's attempts for its usage-log row (nil: none).
+	tally *Tally
 	// restored is a hold that a failed asynchronous settlement left in the
 	// store after Settle or Fail had zeroed hold.Held.
 	restored atomic.Int64
@@ -55,6 +57,16 @@ func (p *Permit) Reserved() int64 {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.hold.Held + p.restored.Load()
+}
+
+// noopEnd runs f once for an unmetered permit (no slot, no ledger).
+func (p *Permit) noopEnd(f func()) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.done {
+		p.done = true
+		f()
+	}
 }
 
 // finish runs f once, then releases the slot.
@@ -120,6 +132,10 @@ func (p *Permit) settle(st *store.Settlement) bool {
 // never below a partial bill seen before). An unpriced hold with no
 // stated cost stays held.
 func (p *Permit) Settle(u Usage) {
+	if p != nil && p.noop {
+		p.noopEnd(func() { p.c.unmetered(p, u) })
+		return
+	}
 	p.finish(func() {
 		actual := u.Tokens()
 		st := &store.Settlement{TokenDelta: actual - p.est, Final: true,
@@ -131,11 +147,13 @@ func (p *Permit) Settle(u Usage) {
 		charge, resolved := p.hold.Settle(u)
 		if !resolved {
 			st.State, st.Held = store.StateUnpriced, held
+			p.tally.add(u, 0, held)
 			p.end(st, func(bool) {})
 			return
 		}
 		st.ReservedDelta, st.SettledDelta, st.State, st.Held, st.Cost = -held, charge, store.StateSettled, 0, charge
 		p.hold.Held = 0
+		p.tally.add(u, charge, 0)
 		p.end(st, func(ok bool) { p.ended(ok, held, charge) })
 	})
 }
@@ -154,6 +172,7 @@ func (p *Permit) ended(ok bool, held, charge int64) {
 // its window and the TPM estimate stands.
 func (p *Permit) Keep() {
 	p.finish(func() {
+		p.tally.add(Usage{}, 0, p.hold.Held)
 		p.end(&store.Settlement{State: store.StateKept, Held: p.hold.Held}, func(bool) {})
 	})
 }
@@ -168,6 +187,7 @@ func (p *Permit) Fail() {
 		held := p.hold.Held
 		charge := p.hold.Fail()
 		p.hold.Held = 0
+		p.tally.add(Usage{}, charge, 0)
 		p.end(&store.Settlement{ReservedDelta: -held, SettledDelta: charge, State: store.StateFailed,
 			Cost: charge, Final: true}, func(ok bool) { p.ended(ok, held, charge) })
 	})

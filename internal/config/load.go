@@ -50,8 +50,10 @@ func parse(data []byte, filename string, getenv func(string) (string, bool)) (*C
 	l.applyDefaults(c)
 	routingDefaults(c)
 	l.queueDefaults(c)
+	l.usageLogDefaults(c)
 	l.validate(c)
 	l.validateQueue(c)
+	l.validateUsageLog(c)
 	if c.Config.UnknownFields == UnknownWarn {
 		for _, e := range l.unknown {
 			c.Warnings = append(c.Warnings, e.Error())

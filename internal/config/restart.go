@@ -29,5 +29,10 @@ func RestartNeeded(old, next *Config) []string {
 	check("queue.mode", old.Queue.Mode, next.Queue.Mode)
 	check("queue.worker_concurrency", old.Queue.WorkerConcurrency, next.Queue.WorkerConcurrency)
 	check("idempotency", old.Idempotency, next.Idempotency)
+	// The usage log's file and queue are set up at boot; its retention
+	// applies on reload.
+	check("usage_log.enabled", old.UsageLog.On(), next.UsageLog.On())
+	check("usage_log.path", old.UsageLog.Path, next.UsageLog.Path)
+	check("usage_log.buffer", old.UsageLog.Buffer, next.UsageLog.Buffer)
 	return out
 }

@@ -33,6 +33,7 @@ type Config struct {
 	Redis       Redis                `yaml:"redis"`
 	Queue       Queue                `yaml:"queue"`
 	Idempotency Idempotency          `yaml:"idempotency"`
+	UsageLog    UsageLog             `yaml:"usage_log"`
 	// Pricing overrides the embedded pricing catalog per provider name and
 	// provider model name, field by field.
 	Pricing map[string]map[string]*Price `yaml:"pricing"`

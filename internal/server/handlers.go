@@ -540,13 +540,15 @@ func (s *Server) inference(ep provider.Endpoint) http.HandlerFunc {
 		if ep == provider.Embeddings {
 			in.stream = false
 		}
+		w, r, u := s.beginUsage(w, r, in, ep)
+		defer s.endUsage(r, u)
 		s.idempotent(w, r, OpenAI, in, func(w http.ResponseWriter) {
 			if s.queued(r) {
 				s.dispatch(w, r, OpenAI, ep, in)
 				return
 			}
 			call := s.call(r, in, ep, in.body)
-			res, fail := s.serve(r.Context(), in, call)
+			res, fail := s.do(r.Context(), in, call)
 			if fail != nil {
 				s.failed(w, r, OpenAI, in, fail)
 				return

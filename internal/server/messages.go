@@ -23,6 +23,8 @@ func (s *Server) handleMessages(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer in.release()
+	w, r, u := s.beginUsage(w, r, in, provider.Messages)
+	defer s.endUsage(r, u)
 	chat, err := translate.MessagesToChat(in.body)
 	if err != nil {
 		writeError(w, Anthropic, errInvalid(err.Error()))
@@ -42,7 +44,7 @@ func (s *Server) messagesLocal(w http.ResponseWriter, r *http.Request, in *incom
 	rt := in.rt
 	call := s.call(r, in, provider.Chat, chat)
 	call.Native = in.body
-	res, fail := s.serve(r.Context(), in, call)
+	res, fail := s.do(r.Context(), in, call)
 	if fail != nil {
 		s.failed(w, r, Anthropic, in, fail)
 		return

@@ -35,6 +35,7 @@ import (
 	"switchboard/internal/redact"
 	"switchboard/internal/route"
 	"switchboard/internal/store"
+	"switchboard/internal/usagelog"
 )
 
 // Snapshot is everything a request reads from one config version.
@@ -77,9 +78,11 @@ type Server struct {
 	idem     idempotency.Store
 	// adminSvc runs the admin API's changes (see SetAdminStore).
 	adminSvc *admin.Service
-	jobMux   sync.Once
-	jobH     http.Handler
-	proxy    *proxy.Proxy
+	// usage is the per-request usage log (nil: off).
+	usage  *usagelog.Log
+	jobMux sync.Once
+	jobH   http.Handler
+	proxy  *proxy.Proxy
 	// selector applies each model's routing policy (its Busy is the
 	// proxy's in-flight count).
 	selector *route.Selector
@@ -212,6 +215,9 @@ func (s *Server) Apply(cfg *config.Config) {
 	s.snap.Store(snap)
 	if l := s.conns.Load(); l != nil {
 		l.SetMax(maxConnections(cfg))
+	}
+	if s.usage != nil {
+		s.usage.SetRetention(cfg.UsageLog.Retention.D())
 	}
 }
 

@@ -1,0 +1,97 @@
+package admit
+
+import (
+	"context"
+	"sync"
+)
+
+// Tally sums what one client request's attempts cost, for its usage-log
+// row. The charges are the very amounts each Settle or Fail writes to the
+// ledger as settled, added when they are decided (before an asynchronous
+// store write confirms them), so the row's cost equals the ledger's
+// settled spend for the request to the nano-USD. A settlement the store
+// then fails to apply (counted in switchboard_spend_settle_errors_total)
+// leaves the hold in the ledger while the row shows the charge.
+//
+// Unmetered attempts (anonymous traffic without any limit: nothing goes to
+// the ledger) are priced from the catalog instead, so a gateway running
+// without auth still logs what its requests cost.
+type Tally struct {
+	mu sync.Mutex
+	t  TallyTotals
+}
+
+// TallyTotals are a request's sums over its attempts.
+type TallyTotals struct {
+	// Attempts admitted (gateway refusals are not attempts).
+	Attempts int
+	// Input and Output tokens as settled (reported usage).
+	Input, Output int64
+	// Cost is the settled spend in nano-USD.
+	Cost int64
+	// Held is what stays reserved for the request's kept attempts
+	// (uncertain outcome, unpriced answers): not spent, not released.
+	Held int64
+}
+
+type tallyKey struct{}
+
+// WithTally returns ctx carrying t: every attempt admitted under ctx adds
+// to it.
+func WithTally(ctx context.Context, t *Tally) context.Context {
+	return context.WithValue(ctx, tallyKey{}, t)
+}
+
+func tallyOf(ctx context.Context) *Tally {
+	t, _ := ctx.Value(tallyKey{}).(*Tally)
+	return t
+}
+
+// Totals returns the sums so far.
+func (t *Tally) Totals() TallyTotals {
+	if t == nil {
+		return TallyTotals{}
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.t
+}
+
+func (t *Tally) attempt() {
+	if t == nil {
+		return
+	}
+	t.mu.Lock()
+	t.t.Attempts++
+	t.mu.Unlock()
+}
+
+func (t *Tally) add(u Usage, cost, held int64) {
+	if t == nil {
+		return
+	}
+	t.mu.Lock()
+	t.t.Input += u.Input
+	t.t.Output += u.Output
+	t.t.Cost += cost
+	t.t.Held += held
+	t.mu.Unlock()
+}
+
+// unmetered prices an attempt the ledger never saw, from the catalog.
+func (c *Controller) unmetered(p *Permit, u Usage) {
+	if p.tally == nil {
+		return
+	}
+	var cost int64
+	if u.CostNanoUSD != nil {
+		cost = max(*u.CostNanoUSD, 0)
+	} else if s := c.snap.Load(); s != nil {
+		if e, ok := s.catalog.Lookup(p.provider, p.model); ok {
+			if n, priced := e.Cost(u, false); priced {
+				cost = n
+			}
+		}
+	}
+	p.tally.add(u, cost, 0)
+}

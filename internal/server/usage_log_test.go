@@ -1,0 +1,204 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/tidwall/gjson"
+
+	"switchboard/internal/admit"
+	"switchboard/internal/clock"
+	"switchboard/internal/config"
+	"switchboard/internal/store"
+	"switchboard/internal/usagelog"
+)
+
+// usageGateway serves yaml over a real SQLite ledger and a real usage-log
+// file, both in a temporary directory.
+func usageGateway(t *testing.T, yaml string) (*gateway, store.Store, *usagelog.Log) {
+	t.Helper()
+	cfg, err := config.Parse([]byte(yaml), "test.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	st, err := store.OpenSQLite(filepath.Join(dir, "switchboard.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	db, err := usagelog.Open(filepath.Join(dir, usagelog.DefaultFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := New(slog.New(slog.NewTextHandler(io.Discard, nil)), clock.Real{}, nil)
+	ul := usagelog.NewLog(db, usagelog.Options{Registerer: s.Metrics.Registry})
+	s.SetUsageLog(ul)
+	s.Admission = admit.New(st, s.Clock, s.Metrics.Registry)
+	s.Apply(cfg)
+	ts := httptest.NewServer(s.Handler())
+	t.Cleanup(func() {
+		ts.Close()
+		ul.Close()
+		db.Close()
+		st.Close()
+	})
+	return &gateway{Server: s, URL: ts.URL, t: t}, st, ul
+}
+
+// billingUpstream is an OpenAI-compatible provider that states its own
+// bill (usage.cost) and fails every other call with a 500 that it bills
+// too: the failed attempt is charged, then the retry's bill.
+func billingUpstream(t *testing.T) string {
+	var calls atomic.Int64
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		if calls.Add(1)%2 == 1 {
+			w.WriteHeader(500)
+			_, _ = io.WriteString(w, `{"error":{"message":"generation failed","type":"server_error"},"usage":{"prompt_tokens":12,"completion_tokens":4,"cost":0.0000123}}`)
+			return
+		}
+		if gjson.GetBytes(body, "stream").Bool() {
+			w.Header().Set("Content-Type", "text/event-stream")
+			_, _ = io.WriteString(w, `data: {"id":"c","object":"chat.completion.chunk","model":"bill-m","choices":[{"index":0,"delta":{"role":"assistant","content":"hi"},"finish_reason":null}]}`+"\n\n"+
+				`data: {"id":"c","object":"chat.completion.chunk","model":"bill-m","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}`+"\n\n"+
+				`data: {"id":"c","object":"chat.completion.chunk","model":"bill-m","choices":[],"usage":{"prompt_tokens":12,"completion_tokens":5,"total_tokens":17,"cost":0.0000789}}`+"\n\n"+
+				"data: [DONE]\n\n")
+			return
+		}
+		_, _ = io.WriteString(w, `{"id":"c","object":"chat.completion","model":"bill-m","choices":[{"index":0,"message":{"role":"assistant","content":"hi"},"finish_reason":"stop"}],"usage":{"prompt_tokens":12,"completion_tokens":5,"total_tokens":17,"cost":0.0000456}}`)
+	}))
+	t.Cleanup(ts.Close)
+	return ts.URL
+}
+
+// usageYAML: three tenants (two budgeted, one not), a model whose first
+// provider fails a third of its requests (retries, fallbacks), one whose
+// first provider cuts its streams after their first token (kept holds),
+// one whose provider bills its answers and its failures itself, and a
+// plain one; all priced.
+const usageYAML = `providers:
+  billing: {base_url: ${BILLING}, api_key: x}
+  steady: {type: mock, mock: {tokens: 7}}
+  flaky: {type: mock, mock: {tokens: 11, fail_rate: 0.33, fail_status: 503}}
+  cutter: {type: mock, mock: {tokens: 9, cut_after_chunks: 3}}
+models:
+  - name: plain
+    providers: [{provider: steady, model: steady-m}]
+  - name: shaky
+    providers: [{provider: flaky, model: flaky-m}, {provider: steady, model: steady-m}]
+  - name: cut
+    providers: [{provider: cutter, model: cutter-m}]
+  - name: billed
+    providers: [{provider: billing, model: bill-m}]
+pricing:
+  billing: {bill-m: {input: 2, output: 8, context: 10000, max_output: 100}}
+  steady: {steady-m: {input: 3, output: 15, context: 10000, max_output: 100}}
+  flaky: {flaky-m: {input: 1.1, output: 4.4, context: 10000, max_output: 100}}
+  cutter: {cutter-m: {input: 0.7, output: 2.9, context: 10000, max_output: 100}}
+retries: {max_attempts: 2, max_rounds: 1, backoff_base: 0.001, max_backoff: 0.002}
+auth:
+  keys:
+    k-acme: {tenant: acme, budget_usd: 1000, budget_window_secs: 31536000}
+    k-beta: {tenant: beta, budget_usd: 500, budget_window_secs: 31536000}
+    k-gamma: {tenant: gamma, rpm: 100000, budget_window_secs: 31536000}
+`
+
+// TestUsageSumsEqualLedger: after 1,000 mixed requests (unary and
+// streamed, chat and Messages, three tenants, three models, failures
+// with retries and fallbacks, streams cut after their first token) the
+// usage log has one row per request and its costs sum, per tenant, to the
+// spend the ledger settled, to the nano-USD.
+func TestUsageSumsEqualLedger(t *testing.T) {
+	g, st, ul := usageGateway(t, strings.ReplaceAll(usageYAML, "${BILLING}", billingUpstream(t)))
+	keys := []string{"k-acme", "k-beta", "k-gamma"}
+	models := []string{"plain", "shaky", "cut", "billed"}
+	const n = 1000
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 8)
+	statuses := make([]int, n)
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func(i int) {
+			defer wg.Done()
+			defer func() { <-sem }()
+			model := models[i%4]
+			stream := (i/4)%2 == 1
+			path, body := "/v1/chat/completions", fmt.Sprintf(`{"model":%q,"stream":%t,"max_tokens":50,"messages":[{"role":"user","content":"request %d"}]}`, model, stream, i)
+			if i%5 == 4 {
+				path = "/v1/messages"
+			}
+			statuses[i] = g.post(path, body, "x-api-key", keys[(i/3)%3]).Status
+		}(i)
+	}
+	wg.Wait()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := ul.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	db := ul.DB()
+	if c, err := db.Count(ctx); err != nil || c != n {
+		t.Fatalf("%d rows (%v), want one per request: %d", c, err, n)
+	}
+	groups, err := db.Summarize(ctx, usagelog.Filter{}, []string{"tenant"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	logged := map[string]usagelog.Group{}
+	for _, gr := range groups {
+		logged[gr.Keys["tenant"]] = gr
+	}
+	var total, held int64
+	for _, tn := range []string{"acme", "beta", "gamma"} {
+		rep, err := st.Usage(ctx, store.UsageQuery{Now: time.Now(), Tenant: tn, WindowSecs: 31536000})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rep.Settled == 0 {
+			t.Fatalf("tenant %s settled nothing", tn)
+		}
+		if got := logged[tn].CostNano; got != rep.Settled {
+			t.Errorf("tenant %s: usage rows sum to %d nano-USD, the ledger settled %d", tn, got, rep.Settled)
+		}
+		total += rep.Settled
+		held += logged[tn].HeldNano
+	}
+	// The mix did what it says: fallbacks (more attempts than requests on
+	// the shaky model), cut streams (holds kept), failures seen.
+	byModel, err := db.Summarize(ctx, usagelog.Filter{Model: "shaky"}, nil)
+	if err != nil || len(byModel) != 1 {
+		t.Fatal(byModel, err)
+	}
+	var attempts int
+	if err := db.Each(ctx, usagelog.Filter{Model: "shaky"}, n, func(r usagelog.Row) error {
+		attempts += r.Attempts
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if attempts <= int(byModel[0].Requests) {
+		t.Fatalf("no retries or fallbacks on the shaky model: %d attempts for %d requests", attempts, byModel[0].Requests)
+	}
+	if held == 0 {
+		t.Fatal("no cut stream kept its hold: the mix lacks uncertain outcomes")
+	}
+	ok := 0
+	for _, s := range statuses {
+		if s == 200 {
+			ok++
+		}
+	}
+	t.Logf("%d requests (%d answered 200), %d attempts on shaky, settled %d nano-USD, held %d", n, ok, attempts, total, held)
+}

@@ -1,0 +1,115 @@
+package server
+
+import (
+	"context"
+	"net/http"
+
+	"switchboard/internal/admit"
+	"switchboard/internal/provider"
+	"switchboard/internal/proxy"
+	"switchboard/internal/usagelog"
+)
+
+// SetUsageLog sets the per-request usage log (nil: off). Set it before
+// serving.
+func (s *Server) SetUsageLog(l *usagelog.Log) { s.usage = l }
+
+// UsageLog is the usage log (nil when off).
+func (s *Server) UsageLog() *usagelog.Log { return s.usage }
+
+// usageRecord is one request's usage-log row in the making: the attempt
+// loop's permits add their settled charges to tally (see admit.Tally),
+// the answer's writer notes the status.
+type usageRecord struct {
+	row   usagelog.Row
+	tally admit.Tally
+	w     *usageWriter
+}
+
+type usageRecordKey struct{}
+
+// beginUsage starts the row of an accepted request (authenticated, body
+// checked, model known; refusals before that are in the access log and
+// metrics, not here). It returns the writer and request to serve with; u
+// is nil when the usage log is off.
+func (s *Server) beginUsage(w http.ResponseWriter, r *http.Request, in *incoming, ep provider.Endpoint) (http.ResponseWriter, *http.Request, *usageRecord) {
+	if s.usage == nil {
+		return w, r, nil
+	}
+	u := &usageRecord{w: &usageWriter{ResponseWriter: w}}
+	u.row = usagelog.Row{Time: s.Clock.Now(), RequestID: RequestID(r.Context()), Tenant: in.id.Label(),
+		Model: in.model, Endpoint: string(ep), Stream: in.stream}
+	if in.id != nil {
+		u.row.KeyID = in.id.KeyID
+	}
+	ctx := context.WithValue(admit.WithTally(r.Context(), &u.tally), usageRecordKey{}, u)
+	return u.w, r.WithContext(ctx), u
+}
+
+// endUsage records the row. A request handed to the queue is recorded by
+// the worker that runs it, not by the ingress.
+func (s *Server) endUsage(r *http.Request, u *usageRecord) {
+	if u == nil || s.queued(r) {
+		return
+	}
+	t := u.tally.Totals()
+	u.row.Attempts = t.Attempts
+	u.row.PromptTokens, u.row.CompletionTokens = t.Input, t.Output
+	u.row.CostNano, u.row.HeldNano = t.Cost, t.Held
+	u.row.Status = u.w.status
+	if u.row.Status == 0 {
+		u.row.Status = 499 // nothing was written: the client left first
+	}
+	u.row.DurationMs = s.Clock.Now().Sub(u.row.Time).Milliseconds()
+	s.usage.Record(u.row)
+}
+
+// do serves the call (the attempt loop and the model's fallbacks), noting
+// in the request's usage row who served.
+func (s *Server) do(ctx context.Context, in *incoming, c *proxy.Call) (*proxy.Result, *proxy.Failure) {
+	res, fail := s.serve(ctx, in, c)
+	if u, _ := ctx.Value(usageRecordKey{}).(*usageRecord); u != nil && res != nil {
+		u.row.Provider, u.row.ProviderModel = res.Candidate.Provider, res.Candidate.Model
+		if res.Events != nil && !res.FirstToken.IsZero() {
+			// What the client waited for its first token, from arrival.
+			ms := max(res.FirstToken.Sub(u.row.Time).Milliseconds(), 0)
+			u.row.TTFTMs = &ms
+		}
+	}
+	return res, fail
+}
+
+// usageWriter notes the answer's status for the usage row.
+type usageWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *usageWriter) WriteHeader(code int) {
+	if w.status == 0 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *usageWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+func (w *usageWriter) Flush() {
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// Answered passes the metrics' early count through (see statusWriter).
+func (w *usageWriter) Answered() {
+	if a, ok := w.ResponseWriter.(interface{ Answered() }); ok {
+		a.Answered()
+	}
+}
+
+func (w *usageWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }

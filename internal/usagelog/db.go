@@ -1,0 +1,368 @@
+package usagelog
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	_ "modernc.org/sqlite" // pure-Go driver "sqlite": no cgo in CI
+)
+
+// DefaultFile is the usage log's file name under STATE_DIR.
+const DefaultFile = "usage.db"
+
+const schema = `
+CREATE TABLE IF NOT EXISTS usage_log (
+	id                INTEGER PRIMARY KEY,
+	ts_ms             INTEGER NOT NULL,
+	request_id        TEXT NOT NULL,
+	tenant            TEXT NOT NULL,
+	key_id            TEXT NOT NULL,
+	model             TEXT NOT NULL,
+	provider          TEXT NOT NULL,
+	provider_model    TEXT NOT NULL,
+	endpoint          TEXT NOT NULL,
+	status            INTEGER NOT NULL,
+	attempts          INTEGER NOT NULL,
+	prompt_tokens     INTEGER NOT NULL,
+	completion_tokens INTEGER NOT NULL,
+	cost_nano         INTEGER NOT NULL,
+	held_nano         INTEGER NOT NULL,
+	ttft_ms           INTEGER,
+	duration_ms       INTEGER NOT NULL,
+	stream            INTEGER NOT NULL,
+	-- origin is the Redis stream entry a fleet row came from ('' for a
+	-- row written here directly): a row drained twice is kept once.
+	origin            TEXT NOT NULL DEFAULT ''
+);
+CREATE INDEX IF NOT EXISTS usage_log_ts ON usage_log(ts_ms);
+CREATE UNIQUE INDEX IF NOT EXISTS usage_log_origin ON usage_log(origin) WHERE origin <> '';
+CREATE TABLE IF NOT EXISTS usage_meta (k TEXT PRIMARY KEY, v TEXT NOT NULL);
+`
+
+// busyWait bounds a statement's wait for another connection's write lock
+// (the CLI reading while the gateway writes).
+const busyWait = 5 * time.Second
+
+// dsn: WAL (readers never block the writer, and another process — the
+// CLI — may read while the gateway writes), NORMAL sync (a committed
+// batch survives the process being killed), a busy timeout, and write
+// transactions that take the lock at BEGIN.
+func dsn(path string, readOnly bool) string {
+	d := "file:" + (&url.URL{Path: path}).EscapedPath() +
+		"?_pragma=busy_timeout(" + strconv.FormatInt(busyWait.Milliseconds(), 10) + ")" +
+		"&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_txlock=immediate"
+	if readOnly {
+		d += "&_pragma=query_only(1)"
+	}
+	return d
+}
+
+// DB is a usage log file.
+type DB struct {
+	db   *sql.DB
+	path string
+}
+
+// Open opens (creating it and its directory) the usage log at path.
+func Open(path string) (*DB, error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return nil, fmt.Errorf("usage log: %w", err)
+	}
+	db, err := sql.Open("sqlite", dsn(path, false))
+	if err != nil {
+		return nil, fmt.Errorf("usage log: open %s: %w", path, err)
+	}
+	// One writer (the Log) and a few readers (queries).
+	db.SetMaxOpenConns(4)
+	if _, err := db.ExecContext(context.Background(), schema); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("usage log: init %s: %w", path, err)
+	}
+	return &DB{db: db, path: path}, nil
+}
+
+// OpenReadOnly opens an existing usage log for queries only (the CLI).
+func OpenReadOnly(path string) (*DB, error) {
+	if _, err := os.Stat(path); err != nil {
+		return nil, fmt.Errorf("usage log: %w", err)
+	}
+	db, err := sql.Open("sqlite", dsn(path, true))
+	if err != nil {
+		return nil, fmt.Errorf("usage log: open %s: %w", path, err)
+	}
+	db.SetMaxOpenConns(2)
+	var n int
+	if err := db.QueryRowContext(context.Background(),
+		`SELECT COUNT(*) FROM sqlite_master WHERE name = 'usage_log'`).Scan(&n); err != nil || n == 0 {
+		db.Close()
+		if err == nil {
+			err = errors.New("no usage_log table: not a usage log file")
+		}
+		return nil, fmt.Errorf("usage log: %s: %w", path, err)
+	}
+	return &DB{db: db, path: path}, nil
+}
+
+// Close closes the file.
+func (d *DB) Close() error { return d.db.Close() }
+
+// Path is the file's path.
+func (d *DB) Path() string { return d.path }
+
+const insertRow = `INSERT OR IGNORE INTO usage_log (ts_ms, request_id, tenant, key_id, model, provider, provider_model,
+	endpoint, status, attempts, prompt_tokens, completion_tokens, cost_nano, held_nano, ttft_ms, duration_ms, stream, origin)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+
+// pending is a row to write and, for a fleet row, its stream entry.
+type pending struct {
+	row    Row
+	origin string
+}
+
+// insert writes rows in one transaction; meta (may be nil) is written in
+// the same one (a fleet drain's position, so that a crash never skips or
+// doubles rows).
+func (d *DB) insert(ctx context.Context, rows []pending, meta map[string]string) error {
+	tx, err := d.db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	st, err := tx.PrepareContext(ctx, insertRow)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	for i := range rows {
+		r := &rows[i].row
+		var ttft any
+		if r.TTFTMs != nil {
+			ttft = *r.TTFTMs
+		}
+		if _, err := st.ExecContext(ctx, r.Time.UnixMilli(), r.RequestID, r.Tenant, r.KeyID, r.Model, r.Provider,
+			r.ProviderModel, r.Endpoint, r.Status, r.Attempts, r.PromptTokens, r.CompletionTokens, r.CostNano,
+			r.HeldNano, ttft, r.DurationMs, r.Stream, rows[i].origin); err != nil {
+			return err
+		}
+	}
+	for k, v := range meta {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO usage_meta (k, v) VALUES (?, ?) ON CONFLICT(k) DO UPDATE SET v = excluded.v`, k, v); err != nil {
+			return err
+		}
+	}
+	return tx.Commit()
+}
+
+// Insert writes rows in one transaction (tests, imports).
+func (d *DB) Insert(ctx context.Context, rows ...Row) error {
+	p := make([]pending, len(rows))
+	for i, r := range rows {
+		p[i].row = r
+	}
+	return d.insert(ctx, p, nil)
+}
+
+// meta reads a usage_meta value ("" when unset).
+func (d *DB) meta(ctx context.Context, k string) (string, error) {
+	var v string
+	err := d.db.QueryRowContext(ctx, `SELECT v FROM usage_meta WHERE k = ?`, k).Scan(&v)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", nil
+	}
+	return v, err
+}
+
+// Prune deletes at most batch rows older than before; it returns how many
+// it deleted (call again while it returns batch). Batches keep each write
+// transaction short, so the writer and readers are never held long.
+func (d *DB) Prune(ctx context.Context, before time.Time, batch int) (int, error) {
+	res, err := d.db.ExecContext(ctx, `DELETE FROM usage_log WHERE id IN
+		(SELECT id FROM usage_log WHERE ts_ms < ? ORDER BY ts_ms LIMIT ?)`, before.UnixMilli(), batch)
+	if err != nil {
+		return 0, err
+	}
+	n, err := res.RowsAffected()
+	return int(n), err
+}
+
+// where renders f as a WHERE clause and its arguments.
+func (f *Filter) where() (string, []any) {
+	var conds []string
+	var args []any
+	add := func(c string, v any) { conds = append(conds, c); args = append(args, v) }
+	if !f.From.IsZero() {
+		add("ts_ms >= ?", f.From.UnixMilli())
+	}
+	if !f.To.IsZero() {
+		add("ts_ms < ?", f.To.UnixMilli())
+	}
+	if f.Tenant != "" {
+		add("tenant = ?", f.Tenant)
+	}
+	if f.KeyID != "" {
+		add("key_id = ?", f.KeyID)
+	}
+	if f.Model != "" {
+		add("model = ?", f.Model)
+	}
+	if f.Provider != "" {
+		add("provider = ?", f.Provider)
+	}
+	switch {
+	case f.Status != 0:
+		add("status = ?", f.Status)
+	case f.StatusClass != 0:
+		conds = append(conds, "status >= ? AND status < ?")
+		args = append(args, f.StatusClass*100, f.StatusClass*100+100)
+	}
+	if len(conds) == 0 {
+		return "", nil
+	}
+	return " WHERE " + strings.Join(conds, " AND "), args
+}
+
+// dimensionExpr is each dimension's SQL expression (fixed strings only:
+// never the client's text).
+var dimensionExpr = map[string]string{
+	"tenant":   "tenant",
+	"key":      "key_id",
+	"model":    "model",
+	"provider": "provider",
+	"status":   "CAST(status AS TEXT)",
+	"day":      "strftime('%Y-%m-%d', ts_ms / 1000, 'unixepoch')",
+	"hour":     "strftime('%Y-%m-%dT%H', ts_ms / 1000, 'unixepoch')",
+}
+
+// MaxGroups bounds a summary's groups.
+const MaxGroups = 10_000
+
+// Summarize sums the rows f selects, grouped by dims (each one of
+// Dimensions; none: one total), largest cost first, at most MaxGroups.
+func (d *DB) Summarize(ctx context.Context, f Filter, dims []string) ([]Group, error) {
+	var sel, by []string
+	for _, dim := range dims {
+		e, ok := dimensionExpr[dim]
+		if !ok {
+			return nil, fmt.Errorf("unknown dimension %q", dim)
+		}
+		sel = append(sel, e)
+		by = append(by, e)
+	}
+	where, args := f.where()
+	q := "SELECT " + strings.Join(append(sel, "COUNT(*)", "COALESCE(SUM(prompt_tokens),0)", "COALESCE(SUM(completion_tokens),0)",
+		"COALESCE(SUM(cost_nano),0)", "COALESCE(SUM(held_nano),0)"), ", ") + " FROM usage_log" + where
+	if len(by) > 0 {
+		q += " GROUP BY " + strings.Join(by, ", ") + " ORDER BY " + strconv.Itoa(len(by)+4) + " DESC, 1"
+	}
+	q += " LIMIT " + strconv.Itoa(MaxGroups)
+	rows, err := d.db.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []Group
+	for rows.Next() {
+		keys := make([]sql.NullString, len(dims))
+		g := Group{Keys: make(map[string]string, len(dims))}
+		dest := make([]any, 0, len(dims)+5)
+		for i := range keys {
+			dest = append(dest, &keys[i])
+		}
+		dest = append(dest, &g.Requests, &g.PromptTokens, &g.CompletionTokens, &g.CostNano, &g.HeldNano)
+		if err := rows.Scan(dest...); err != nil {
+			return nil, err
+		}
+		for i, dim := range dims {
+			g.Keys[dim] = keys[i].String
+		}
+		if len(dims) == 0 && g.Requests == 0 {
+			continue
+		}
+		out = append(out, g)
+	}
+	return out, rows.Err()
+}
+
+const selectRow = `SELECT id, ts_ms, request_id, tenant, key_id, model, provider, provider_model, endpoint, status,
+	attempts, prompt_tokens, completion_tokens, cost_nano, held_nano, ttft_ms, duration_ms, stream FROM usage_log`
+
+// MaxPage bounds a page of rows.
+const MaxPage = 1000
+
+// List returns up to limit rows f selects, newest first, starting after
+// the cursor (a row id; 0: from the newest), and the cursor of the next
+// page (0 when this is the last).
+func (d *DB) List(ctx context.Context, f Filter, cursor int64, limit int) ([]Row, int64, error) {
+	limit = min(max(limit, 1), MaxPage)
+	var out []Row
+	err := d.each(ctx, f, cursor, limit+1, func(r Row) error {
+		out = append(out, r)
+		return nil
+	})
+	if err != nil {
+		return nil, 0, err
+	}
+	var next int64
+	if len(out) > limit {
+		out = out[:limit]
+		next = out[limit-1].ID
+	}
+	return out, next, nil
+}
+
+// Each calls fn for up to limit rows f selects, newest first, as they are
+// read (exports stream them); an error from fn stops it.
+func (d *DB) Each(ctx context.Context, f Filter, limit int, fn func(Row) error) error {
+	return d.each(ctx, f, 0, limit, fn)
+}
+
+func (d *DB) each(ctx context.Context, f Filter, cursor int64, limit int, fn func(Row) error) error {
+	where, args := f.where()
+	if cursor > 0 {
+		if where == "" {
+			where = " WHERE id < ?"
+		} else {
+			where += " AND id < ?"
+		}
+		args = append(args, cursor)
+	}
+	rows, err := d.db.QueryContext(ctx, selectRow+where+" ORDER BY id DESC LIMIT ?", append(args, limit)...)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var r Row
+		var ts int64
+		var ttft sql.NullInt64
+		if err := rows.Scan(&r.ID, &ts, &r.RequestID, &r.Tenant, &r.KeyID, &r.Model, &r.Provider, &r.ProviderModel,
+			&r.Endpoint, &r.Status, &r.Attempts, &r.PromptTokens, &r.CompletionTokens, &r.CostNano, &r.HeldNano,
+			&ttft, &r.DurationMs, &r.Stream); err != nil {
+			return err
+		}
+		r.Time = time.UnixMilli(ts).UTC()
+		if ttft.Valid {
+			v := ttft.Int64
+			r.TTFTMs = &v
+		}
+		if err := fn(r); err != nil {
+			return err
+		}
+	}
+	return rows.Err()
+}
+
+// Count is the number of rows (tests, the dashboard).
+func (d *DB) Count(ctx context.Context) (int64, error) {
+	var n int64
+	err := d.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM usage_log`).Scan(&n)
+	return n, err
+}

@@ -1,0 +1,259 @@
+package usagelog
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"switchboard/internal/clock"
+)
+
+// Defaults and bounds of usage_log.* (the config validates the same).
+const (
+	DefaultRetention = 30 * 24 * time.Hour
+	DefaultBuffer    = 10_000
+	// maxBatch bounds the rows of one write transaction.
+	maxBatch = 512
+	// pruneEvery is how often rows past their retention are deleted, in
+	// batches of pruneBatch.
+	pruneEvery = time.Minute
+	pruneBatch = 1000
+	// writeTimeout bounds one batch's write.
+	writeTimeout = 10 * time.Second
+)
+
+// sink takes a batch of rows: this file, or the fleet's stream.
+type sink interface {
+	write(ctx context.Context, rows []Row) error
+}
+
+// Options configure a Log.
+type Options struct {
+	// Clock times pruning and row ages (default: the wall clock).
+	Clock clock.Clock
+	// Retention keeps rows this long (default DefaultRetention).
+	Retention time.Duration
+	// Buffer bounds the rows queued for the writer (default
+	// DefaultBuffer); when it is full new rows are dropped and counted,
+	// never waited for.
+	Buffer int
+	// Log receives write failures (default slog.Default()).
+	Log *slog.Logger
+	// Registerer takes the log's collectors (nil: not registered).
+	Registerer prometheus.Registerer
+}
+
+// Log records rows off the request path: Record queues (never blocks),
+// one writer goroutine writes whatever queued while the previous batch
+// was written as the next batch, in one transaction (group commit without
+// a timer: a lone row is written at once, a burst in few transactions).
+type Log struct {
+	db  *DB
+	clk clock.Clock
+	log *slog.Logger
+	// publish, when set, sends batches to the fleet instead of db.
+	publish sink
+
+	ch        chan Row
+	flushC    chan chan struct{}
+	stop      chan struct{}
+	done      chan struct{}
+	closed    atomic.Bool
+	closeOnce sync.Once
+	retention atomic.Int64 // nanoseconds
+
+	rows *prometheus.CounterVec
+}
+
+// NewLog starts the writer of db.
+func NewLog(db *DB, o Options) *Log {
+	if o.Clock == nil {
+		o.Clock = clock.Real{}
+	}
+	if o.Retention <= 0 {
+		o.Retention = DefaultRetention
+	}
+	if o.Buffer <= 0 {
+		o.Buffer = DefaultBuffer
+	}
+	if o.Log == nil {
+		o.Log = slog.Default()
+	}
+	l := &Log{db: db, clk: o.Clock, log: o.Log, ch: make(chan Row, o.Buffer),
+		flushC: make(chan chan struct{}), stop: make(chan struct{}), done: make(chan struct{}),
+		rows: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "switchboard_usage_log_rows_total",
+			Help: "Usage-log rows by outcome: written (committed or published), dropped (the queue was full), failed (the write failed)."},
+			[]string{"outcome"})}
+	for _, o := range []string{"written", "dropped", "failed"} {
+		l.rows.WithLabelValues(o)
+	}
+	if o.Registerer != nil {
+		_ = o.Registerer.Register(l.rows)
+	}
+	l.retention.Store(int64(o.Retention))
+	go l.run()
+	return l
+}
+
+// DB is the file the log writes (and queries read).
+func (l *Log) DB() *DB { return l.db }
+
+// SetRetention changes the retention (config reload).
+func (l *Log) SetRetention(d time.Duration) {
+	if d > 0 {
+		l.retention.Store(int64(d))
+	}
+}
+
+// Record queues r for writing; it never waits. It reports false when the
+// row was dropped (the queue is full, or the log closed).
+func (l *Log) Record(r Row) bool {
+	if l == nil {
+		return false
+	}
+	if l.closed.Load() {
+		l.rows.WithLabelValues("dropped").Inc()
+		return false
+	}
+	select {
+	case l.ch <- r:
+		return true
+	default:
+		l.rows.WithLabelValues("dropped").Inc()
+		return false
+	}
+}
+
+// Flush returns once every row recorded before it was written (or ctx
+// ended).
+func (l *Log) Flush(ctx context.Context) error {
+	ack := make(chan struct{})
+	select {
+	case l.flushC <- ack:
+	case <-l.done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	select {
+	case <-ack:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Close writes what is queued and stops the writer (the DB stays open).
+func (l *Log) Close() {
+	l.closeOnce.Do(func() {
+		l.closed.Store(true)
+		close(l.stop)
+	})
+	<-l.done
+}
+
+func (l *Log) run() {
+	defer close(l.done)
+	batch := make([]Row, 0, maxBatch)
+	prune, cancel := l.clk.After(pruneEvery)
+	defer func() { cancel() }()
+	for {
+		select {
+		case r := <-l.ch:
+			batch = append(batch[:0], r)
+			batch = l.drainInto(batch)
+			l.write(batch)
+		case ack := <-l.flushC:
+			l.drainAll(batch)
+			close(ack)
+		case <-prune:
+			l.prune()
+			prune, cancel = l.clk.After(pruneEvery)
+		case <-l.stop:
+			l.drainAll(batch)
+			return
+		}
+	}
+}
+
+// drainInto adds what is queued now to batch, up to maxBatch.
+func (l *Log) drainInto(batch []Row) []Row {
+	for len(batch) < maxBatch {
+		select {
+		case r := <-l.ch:
+			batch = append(batch, r)
+		default:
+			return batch
+		}
+	}
+	return batch
+}
+
+// drainAll writes everything queued now.
+func (l *Log) drainAll(batch []Row) {
+	for {
+		batch = l.drainInto(batch[:0])
+		if len(batch) == 0 {
+			return
+		}
+		l.write(batch)
+	}
+}
+
+func (l *Log) write(batch []Row) {
+	ctx, cancel := context.WithTimeout(context.Background(), writeTimeout)
+	defer cancel()
+	var err error
+	if l.publish != nil {
+		if err = l.publish.write(ctx, batch); err == nil {
+			l.rows.WithLabelValues("written").Add(float64(len(batch)))
+			return
+		}
+		l.log.Warn("usage log: the fleet stream refused a batch; writing it to this replica's file", "rows", len(batch), "error", err.Error())
+	}
+	if err = l.db.Insert(ctx, batch...); err != nil {
+		l.rows.WithLabelValues("failed").Add(float64(len(batch)))
+		l.log.Warn("usage log: cannot write a batch", "rows", len(batch), "path", l.db.path, "error", err.Error())
+		return
+	}
+	l.rows.WithLabelValues("written").Add(float64(len(batch)))
+}
+
+// prune deletes rows past the retention, a batch at a time, letting
+// queued rows go first between batches.
+func (l *Log) prune() {
+	before := l.clk.Now().Add(-time.Duration(l.retention.Load()))
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), writeTimeout)
+		n, err := l.db.Prune(ctx, before, pruneBatch)
+		cancel()
+		if err != nil {
+			l.log.Warn("usage log: cannot prune", "path", l.db.path, "error", err.Error())
+			return
+		}
+		if n < pruneBatch {
+			return
+		}
+		if len(l.ch) > 0 {
+			batch := l.drainInto(make([]Row, 0, maxBatch))
+			l.write(batch)
+		}
+	}
+}
+
+// PruneBefore deletes every row older than before, a batch at a time;
+// it returns how many it deleted.
+func (d *DB) PruneBefore(ctx context.Context, before time.Time) (int, error) {
+	total := 0
+	for {
+		n, err := d.Prune(ctx, before, pruneBatch)
+		total += n
+		if err != nil || n < pruneBatch {
+			return total, err
+		}
+	}
+}
