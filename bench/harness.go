@@ -63,6 +63,10 @@ type Mode struct {
 	// figures against the same mode with the queue off are the queue's
 	// added latency.
 	Queue bool `json:"queue,omitempty"`
+	// NoUsageLog turns the per-request usage log off (usage_log.enabled:
+	// false); it is on by default, in a fresh STATE_DIR per mode. Paired
+	// with the same mode on, it is the usage log's cost.
+	NoUsageLog bool `json:"no_usage_log,omitempty"`
 }
 
 // plan is the list of modes. The full plan fits ./scripts/bench in under
@@ -85,6 +89,7 @@ func plan(smoke bool) []Mode {
 			{Role: "metered-redis", Kind: kindClosed, Conc: 4, Duration: d, Slices: 1, Meter: meterRedis},
 			{Role: "metered-open-sqlite", Kind: kindOpen, Rate: 50, Duration: d, Slices: 1, Meter: meterSQLite},
 			{Role: "metered-open-redis", Kind: kindOpen, Rate: 50, Duration: d, Slices: 1, Meter: meterRedis},
+			{Role: "metered-sqlite-nolog", Kind: kindClosed, Conc: 4, Duration: d, Slices: 1, Meter: meterSQLite, NoUsageLog: true},
 			{Role: "queue-open", Kind: kindOpen, Rate: 50, Duration: d, Slices: 1, Queue: true},
 			{Role: "queue-stream-open", Kind: kindStreamOpen, Rate: 30, Duration: d, Slices: 1, Tokens: 5, Interval: 5 * time.Millisecond, Queue: true},
 		}
@@ -106,6 +111,9 @@ func plan(smoke bool) []Mode {
 		{Role: "metered-redis", Kind: kindClosed, Conc: 16, Duration: md, Slices: 3, Meter: meterRedis},
 		{Role: "metered-open-sqlite", Kind: kindOpen, Rate: 300, Duration: md, Slices: 3, Meter: meterSQLite},
 		{Role: "metered-open-redis", Kind: kindOpen, Rate: 300, Duration: md, Slices: 3, Meter: meterRedis},
+		// The usage log's cost: the SQLite metered modes again with it off.
+		{Role: "metered-sqlite-nolog", Kind: kindClosed, Conc: 16, Duration: md, Slices: 3, Meter: meterSQLite, NoUsageLog: true},
+		{Role: "metered-open-sqlite-nolog", Kind: kindOpen, Rate: 300, Duration: md, Slices: 3, Meter: meterSQLite, NoUsageLog: true},
 		// The queue's added latency: the same 100 requests/s and 50
 		// streams/s with the queue off, then on.
 		{Role: "open-100", Kind: kindOpen, Rate: 100, Duration: md, Slices: 3},
@@ -133,6 +141,10 @@ func (m *Mode) fill() {
 	if m.Meter != "" {
 		m.Name = "metered-" + m.Meter + "-" + strings.TrimPrefix(strings.TrimPrefix(m.Name, "closed-"), "open-")
 		m.Title += ", metered (tenant key with RPM, TPM, daily count and budget; priced model; store " + m.Meter + ")"
+	}
+	if m.NoUsageLog {
+		m.Name += "-nolog"
+		m.Title += ", usage log off"
 	}
 	if m.Queue {
 		m.Name = "queue-" + m.Name
@@ -466,7 +478,13 @@ func (h *harness) startGateway(m Mode, upURL string, pprof bool) (*child, error)
 		args = append(args, "--pprof", h.pprof)
 	}
 	cmd := exec.Command(h.o.Gateway, args...)
-	cmd.Env = os.Environ()
+	// A fresh state directory per mode: provider state and the usage log
+	// start empty, as in a new deployment.
+	stateDir, err := os.MkdirTemp(h.tmp, "state-")
+	if err != nil {
+		return nil, err
+	}
+	cmd.Env = append(os.Environ(), "STATE_DIR="+stateDir)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	logPath := filepath.Join(h.logDir, "gateway.log")
 	lf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)

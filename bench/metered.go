@@ -84,6 +84,9 @@ func (h *harness) writeGatewayConfig(m Mode, upURL string) (string, error) {
 		}
 		body = meteredConfig(upURL, keys, db, m.Meter, redisAddr)
 	}
+	if m.NoUsageLog {
+		body += "usage_log:\n  enabled: false\n"
+	}
 	if m.Queue {
 		if h.redis == nil {
 			return "", fmt.Errorf("queue mode without a redis-server")

@@ -31,6 +31,12 @@ var commands = []command{
 		"switchboard queue dlq list [--limit N] [--config FILE]",
 		"switchboard queue dlq show|retry|drop ID [--config FILE]"},
 		"inspect the shared job queue (queue.mode: redis)"},
+	{"usage", []string{
+		"switchboard usage [summary] [--group-by DIMS] [FILTERS] [--format table|csv|jsonl|json] [SOURCE]",
+		"switchboard usage requests [FILTERS] [--limit N] [--cursor C] [--format table|csv|jsonl|json] [SOURCE]",
+		"  FILTERS: [--from T] [--to T] [--tenant T] [--key-id ID] [--model M] [--provider P] [--status S]",
+		"  SOURCE: [--db FILE | --state-dir DIR | --config FILE] or --url URL [--key KEY]"},
+		"query the usage log: sums of requests, tokens and cost, or the requests themselves; from its file or a gateway's admin API"},
 	{"healthcheck", []string{"switchboard healthcheck [--url URL] [--timeout DURATION]"},
 		"exit 0 when the gateway's /health answers 200 (the image's HEALTHCHECK)"},
 	{"version", []string{"switchboard version | --version"},

@@ -60,6 +60,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return prices(args, stdout, stderr)
 	case "queue":
 		return queueCmd(args, stdout, stderr)
+	case "usage":
+		return usageCmd(args, stdout, stderr)
 	case "version":
 		fs := flagSet("version", stdout, stderr)
 		if code, ok := fs.parse(args); !ok {

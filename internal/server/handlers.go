@@ -50,6 +50,7 @@ func (s *Server) routes() *http.ServeMux {
 	mux.HandleFunc("/dashboard", s.get(s.handleDashboard))
 	mux.HandleFunc("/dashboard/data", s.get(s.handleDashboardData))
 	s.adminRoutes(mux)
+	s.usageRoutes(mux)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, protocolOf(r), &apiError{Status: http.StatusNotFound, Type: "invalid_request_error",
 			Code: "not_found", Message: fmt.Sprintf("no route for %s %s", r.Method, r.URL.Path)})

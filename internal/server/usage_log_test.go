@@ -202,3 +202,148 @@ func TestUsageSumsEqualLedger(t *testing.T) {
 	}
 	t.Logf("%d requests (%d answered 200), %d attempts on shaky, settled %d nano-USD, held %d", n, ok, attempts, total, held)
 }
+
+const adminUsageYAML = `providers:
+  steady: {type: mock, mock: {tokens: 7}}
+models:
+  - name: plain
+    providers: [{provider: steady, model: steady-m}]
+  - name: other
+    providers: [{provider: steady, model: steady-m}]
+pricing:
+  steady: {steady-m: {input: 3, output: 15, context: 10000, max_output: 100}}
+auth:
+  keys:
+    k-acme: {tenant: acme, budget_usd: 10}
+    k-beta: {tenant: beta}
+    k-admin: {tenant: ops, role: admin}
+`
+
+// TestAdminUsageAPI: through the real server, an admin reads sums grouped
+// as asked, pages of requests with a cursor and streamed exports; tenant
+// keys get 403, no key 401, and every bad parameter a 400 naming it.
+func TestAdminUsageAPI(t *testing.T) {
+	g, _, ul := usageGateway(t, adminUsageYAML)
+	for i := range 9 {
+		key, model := []string{"k-acme", "k-beta", "k-acme"}[i%3], []string{"plain", "other"}[i%2]
+		body := fmt.Sprintf(`{"model":%q,"max_tokens":20,"stream":%t,"messages":[{"role":"user","content":"hi %d"}]}`, model, i%4 == 0, i)
+		if a := g.post("/v1/chat/completions", body, "Authorization", "Bearer "+key); a.Status != 200 {
+			t.Fatalf("%d %s", a.Status, a.Body)
+		}
+	}
+	// One refusal, logged with its status and no attempt.
+	if a := g.post("/v1/chat/completions", `{"model":"plain","max_tokens":100000000,"messages":[{"role":"user","content":"x"}]}`,
+		"Authorization", "Bearer k-acme"); a.Status == 200 {
+		t.Fatalf("the oversized request passed: %s", a.Body)
+	}
+	ctx := context.Background()
+	if err := ul.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	admin := []string{"Authorization", "Bearer k-admin"}
+
+	a := g.get("/admin/v1/usage?group_by=tenant", admin...)
+	if a.Status != 200 || gjson.Get(a.Body, "data.#").Int() != 2 || gjson.Get(a.Body, "total.requests").Int() != 10 {
+		t.Fatalf("%d %s", a.Status, a.Body)
+	}
+	acme := gjson.Get(a.Body, `data.#(tenant=="acme")`)
+	if acme.Get("requests").Int() != 7 || acme.Get("cost_nano_usd").Int() <= 0 || acme.Get("prompt_tokens").Int() <= 0 {
+		t.Fatalf("acme: %s", acme.Raw)
+	}
+	// The usage row's cost is what /v1/usage reports as settled for the key.
+	u := g.get("/v1/usage", "Authorization", "Bearer k-acme")
+	settled := gjson.Get(u.Body, "spend.settled_usd").Float()
+	if got := acme.Get("cost_usd").Float(); u.Status != 200 || got != settled {
+		t.Fatalf("usage rows cost %v USD, /v1/usage settled %v: %s", got, settled, u.Body)
+	}
+
+	a = g.get("/admin/v1/usage?group_by=tenant,model&tenant=acme&format=csv", admin...)
+	lines := strings.Split(strings.TrimSpace(a.Body), "\n")
+	if a.Status != 200 || !strings.HasPrefix(a.Header.Get("Content-Type"), "text/csv") ||
+		lines[0] != "tenant,model,requests,prompt_tokens,completion_tokens,cost_nano_usd,cost_usd,held_nano_usd" || len(lines) != 3 {
+		t.Fatalf("%d %q\n%s", a.Status, a.Header.Get("Content-Type"), a.Body)
+	}
+	a = g.get("/admin/v1/usage?group_by=day&format=jsonl&status=4xx", admin...)
+	if a.Status != 200 || strings.Count(a.Body, "\n") != 1 || gjson.Get(a.Body, "requests").Int() != 1 {
+		t.Fatalf("%d %s", a.Status, a.Body)
+	}
+
+	// Pages of 4 walk every row once, newest first.
+	seen := map[string]bool{}
+	cursor := ""
+	for page := 0; page < 5; page++ {
+		a = g.get("/admin/v1/requests?limit=4"+cursor, admin...)
+		if a.Status != 200 {
+			t.Fatalf("%d %s", a.Status, a.Body)
+		}
+		for _, r := range gjson.Get(a.Body, "data").Array() {
+			id := r.Get("request_id").String()
+			if seen[id] || r.Get("key_id").String() == "" || !strings.HasPrefix(r.Get("key_id").String(), "cfg-") {
+				t.Fatalf("row %s", r.Raw)
+			}
+			seen[id] = true
+		}
+		next := gjson.Get(a.Body, "next_cursor")
+		if next.Type == gjson.Null {
+			break
+		}
+		cursor = "&cursor=" + next.String()
+	}
+	if len(seen) != 10 {
+		t.Fatalf("the pages held %d rows, want 10", len(seen))
+	}
+	a = g.get("/admin/v1/requests?status=200&model=other&format=csv", admin...)
+	if a.Status != 200 || len(strings.Split(strings.TrimSpace(a.Body), "\n")) != 1+4 ||
+		!strings.HasPrefix(a.Body, "id,time,request_id,tenant,key_id,model,provider,provider_model") {
+		t.Fatalf("%d %s", a.Status, a.Body)
+	}
+	a = g.get("/admin/v1/requests?format=jsonl&tenant=beta", admin...)
+	for _, l := range strings.Split(strings.TrimSpace(a.Body), "\n") {
+		if gjson.Get(l, "tenant").String() != "beta" || !gjson.Get(l, "cost_usd").Exists() {
+			t.Fatalf("line %s", l)
+		}
+	}
+	if strings.Contains(a.Body, "hi 1") {
+		t.Fatal("a prompt reached the usage log")
+	}
+
+	for _, tc := range []struct {
+		path, param string
+	}{
+		{"/admin/v1/usage?group_by=colour", "group_by"},
+		{"/admin/v1/usage?group_by=day,day", "group_by"},
+		{"/admin/v1/usage?from=yesterday", "from"},
+		{"/admin/v1/usage?from=2026-02-01&to=2026-01-01", "to"},
+		{"/admin/v1/usage?status=6xx", "status"},
+		{"/admin/v1/usage?format=xml", "format"},
+		{"/admin/v1/usage?limit=3", "limit"},
+		{"/admin/v1/requests?limit=0", "limit"},
+		{"/admin/v1/requests?limit=1001", "limit"},
+		{"/admin/v1/requests?cursor=abc", "cursor"},
+		{"/admin/v1/requests?group_by=tenant", "group_by"},
+		{"/admin/v1/requests?tenant=a&tenant=b", "tenant"},
+	} {
+		a := g.get(tc.path, admin...)
+		if a.Status != 400 || gjson.Get(a.Body, "error.param").String() != tc.param {
+			t.Errorf("%s: %d %s", tc.path, a.Status, a.Body)
+		}
+	}
+	if a := g.get("/admin/v1/usage", "Authorization", "Bearer k-acme"); a.Status != 403 {
+		t.Errorf("tenant key: %d %s", a.Status, a.Body)
+	}
+	if a := g.get("/admin/v1/requests"); a.Status != 401 {
+		t.Errorf("no key: %d %s", a.Status, a.Body)
+	}
+	if a := g.post("/admin/v1/usage", "{}", admin...); a.Status != 405 {
+		t.Errorf("POST: %d %s", a.Status, a.Body)
+	}
+}
+
+// TestAdminUsageOff: with no usage log the queries say so.
+func TestAdminUsageOff(t *testing.T) {
+	g := startGateway(t, adminUsageYAML)
+	a := g.get("/admin/v1/usage", "Authorization", "Bearer k-admin")
+	if a.Status != 404 || gjson.Get(a.Body, "error.code").String() != "usage_log_disabled" {
+		t.Fatalf("%d %s", a.Status, a.Body)
+	}
+}

@@ -1,0 +1,97 @@
+package main
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net/http/httptest"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"switchboard/internal/config"
+	"switchboard/internal/server"
+	"switchboard/internal/usagelog"
+)
+
+// usageFixture writes six rows to a fresh usage log and returns its path.
+func usageFixture(t *testing.T) (string, *usagelog.DB) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), usagelog.DefaultFile)
+	db, err := usagelog.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	at := time.Date(2026, 5, 4, 10, 0, 0, 0, time.UTC)
+	var rows []usagelog.Row
+	for i, tn := range []string{"acme", "beta", "acme", "acme", "beta", "acme"} {
+		ttft := int64(40 + i)
+		rows = append(rows, usagelog.Row{Time: at.Add(time.Duration(i) * time.Hour), RequestID: "req_" + string(rune('a'+i)),
+			Tenant: tn, KeyID: "cfg-" + tn, Model: []string{"m1", "m2"}[i%2], Provider: "p", ProviderModel: "pm",
+			Endpoint: "chat/completions", Status: []int{200, 200, 429, 200, 200, 200}[i], Attempts: 1, PromptTokens: 10,
+			CompletionTokens: 5, CostNano: int64(1000 * (i + 1)), TTFTMs: &ttft, DurationMs: 90, Stream: i%2 == 0})
+	}
+	if err := db.Insert(context.Background(), rows...); err != nil {
+		t.Fatal(err)
+	}
+	return path, db
+}
+
+// TestUsageCommandLocal: switchboard usage reads a usage-log file: sums
+// as a table, CSV and JSON, rows as JSON lines and pages, and refuses bad
+// flags naming them.
+func TestUsageCommandLocal(t *testing.T) {
+	path, _ := usageFixture(t)
+	dir := filepath.Dir(path)
+	runCLICases(t, []cliCase{
+		{"sums by tenant", []string{"usage", "--db", path, "--group-by", "tenant"}, 0,
+			[]string{"tenant", "acme", "4", "0.000014", "beta", "0.000007", "total", "6", "0.000021"}, nil},
+		{"the state dir's file", []string{"usage", "--state-dir", dir, "--config", filepath.Join(dir, "none.yaml"), "--format", "json"}, 0,
+			[]string{`"requests": 6`, `"cost_nano_usd": 21000`}, nil},
+		{"csv by day and model", []string{"usage", "summary", "--db", path, "--group-by", "day,model", "--format", "csv", "--tenant", "acme"}, 0,
+			[]string{"day,model,requests,prompt_tokens,completion_tokens,cost_nano_usd,cost_usd,held_nano_usd\n", "2026-05-04,m2,2,20,10,10000,0.00001,0\n", "2026-05-04,m1,2,20,10,4000,0.000004,0\n"}, nil},
+		{"4xx only", []string{"usage", "--db", path, "--status", "4xx", "--format", "jsonl"}, 0, []string{`"requests":1`, `"cost_nano_usd":3000`}, nil},
+		{"requests as jsonl", []string{"usage", "requests", "--db", path, "--model", "m2", "--format", "jsonl"}, 0,
+			[]string{`"request_id":"req_f"`, `"request_id":"req_b"`, `"ttft_ms":45`}, nil},
+		{"a page and its cursor", []string{"usage", "requests", "--db", path, "--limit", "2"}, 0, []string{"req_f", "req_e", "more: --cursor"}, nil},
+		{"from and to", []string{"usage", "requests", "--db", path, "--from", "2026-05-04T12:00:00Z", "--to", "2026-05-04T14:00:00Z", "--format", "csv"}, 0,
+			[]string{"req_c", "req_d"}, nil},
+		{"bad group-by", []string{"usage", "--db", path, "--group-by", "colour"}, 2, nil, []string{"--group-by", `unknown dimension "colour"`}},
+		{"bad from", []string{"usage", "requests", "--db", path, "--from", "soon"}, 2, nil, []string{"--from: must be RFC 3339"}},
+		{"limit on sums", []string{"usage", "--db", path, "--limit", "3"}, 2, nil, []string{"--limit does not apply"}},
+		{"bad format", []string{"usage", "--db", path, "--format", "xml"}, 2, nil, []string{"--format"}},
+		{"unknown word", []string{"usage", "everything"}, 2, nil, []string{"usage: switchboard usage"}},
+		{"no file", []string{"usage", "--db", filepath.Join(dir, "missing.db")}, 1, nil, []string{"error:", "missing.db"}},
+	})
+}
+
+// TestUsageCommandURL: the same queries against a gateway's admin API,
+// with the admin key from the environment.
+func TestUsageCommandURL(t *testing.T) {
+	_, db := usageFixture(t)
+	cfg, err := config.Parse([]byte(`providers: {p: {type: mock}}
+models: [{name: m1, providers: [{provider: p}]}]
+auth: {keys: {sk-admin: {tenant: ops, role: admin}, sk-t: {tenant: t}}}
+`), "t.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := server.New(slog.New(slog.NewTextHandler(io.Discard, nil)), nil, nil)
+	ul := usagelog.NewLog(db, usagelog.Options{})
+	t.Cleanup(ul.Close)
+	srv.SetUsageLog(ul)
+	srv.Apply(cfg)
+	ts := httptest.NewServer(srv.Handler())
+	t.Cleanup(ts.Close)
+	t.Setenv("SWITCHBOARD_ADMIN_KEY", "sk-admin")
+	runCLICases(t, []cliCase{
+		{"sums", []string{"usage", "--url", ts.URL, "--group-by", "tenant,model"}, 0, []string{"acme", "m1", "total", "0.000021"}, nil},
+		{"csv passes through", []string{"usage", "--url", ts.URL + "/", "--group-by", "tenant", "--format", "csv"}, 0,
+			[]string{"tenant,requests", "acme,4,40,20,14000,0.000014,0"}, nil},
+		{"requests page", []string{"usage", "requests", "--url", ts.URL, "--limit", "2", "--tenant", "acme"}, 0, []string{"req_f", "req_d", "more: --cursor"}, nil},
+		{"requests jsonl", []string{"usage", "requests", "--url", ts.URL, "--format", "jsonl", "--status", "429"}, 0, []string{`"request_id":"req_c"`}, nil},
+		{"a tenant key", []string{"usage", "--url", ts.URL, "--key", "sk-t"}, 1, nil, []string{"403", "tenant key"}},
+		{"a bad url", []string{"usage", "--url", "localhost:4567"}, 1, nil, []string{"--url must be"}},
+	})
+}

@@ -1,0 +1,121 @@
+package server
+
+import (
+	"context"
+	"net/http"
+	"time"
+
+	"switchboard/internal/usagelog"
+)
+
+// exportTimeout bounds one export's query and writes: a slow reader
+// cannot hold a read transaction open for ever.
+const exportTimeout = 5 * time.Minute
+
+// queryTimeout bounds a summary or a page.
+const queryTimeout = 30 * time.Second
+
+// usageRoutes are the usage-log queries of the admin API.
+func (s *Server) usageRoutes(mux *http.ServeMux) {
+	mux.HandleFunc("/admin/v1/usage", s.admin(s.get(s.handleAdminUsage)))
+	mux.HandleFunc("/admin/v1/requests", s.admin(s.get(s.handleAdminRequests)))
+}
+
+// usageQuery validates the request's parameters as a query of kind; nil
+// when it answered (400 naming the parameter, or 404 when the usage log
+// is off).
+func (s *Server) usageQuery(w http.ResponseWriter, r *http.Request, kind string) *usagelog.Query {
+	if s.usage == nil {
+		writeError(w, OpenAI, &apiError{Status: http.StatusNotFound, Type: "invalid_request_error", Code: "usage_log_disabled",
+			Message: "the usage log is off on this gateway (usage_log.enabled: false)"})
+		return nil
+	}
+	q, perr := usagelog.ParseQuery(kind, r.URL.Query())
+	if perr != nil {
+		e := errInvalid(perr.Error())
+		e.Param = perr.Param
+		writeError(w, OpenAI, e)
+		return nil
+	}
+	return q
+}
+
+// queryFailed answers a query the database could not run.
+func (s *Server) queryFailed(w http.ResponseWriter, r *http.Request, err error) {
+	s.Log.WarnContext(r.Context(), "usage log query failed", "error", err.Error())
+	writeError(w, OpenAI, &apiError{Status: http.StatusServiceUnavailable, Type: "server_error", Code: "usage_unavailable",
+		Message: "the usage log cannot be read right now; request id " + RequestID(r.Context()), RetryAfter: time.Second})
+}
+
+// handleAdminUsage serves GET /admin/v1/usage: sums of requests, tokens
+// and cost, grouped by up to three of tenant, key, model, provider,
+// status, day and hour, within from..to and the filters.
+func (s *Server) handleAdminUsage(w http.ResponseWriter, r *http.Request) {
+	q := s.usageQuery(w, r, usagelog.KindUsage)
+	if q == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), queryTimeout)
+	defer cancel()
+	groups, total, err := s.usage.DB().Summary(ctx, q)
+	if err != nil {
+		s.queryFailed(w, r, err)
+		return
+	}
+	if q.Format != usagelog.FormatJSON {
+		w.Header().Set("Content-Type", usagelog.ContentType(q.Format))
+		_ = usagelog.WriteGroups(w, q.Format, q.GroupBy, groups)
+		return
+	}
+	writeJSON(w, http.StatusOK, usagelog.SummaryBody(q, groups, total))
+}
+
+// handleAdminRequests serves GET /admin/v1/requests: rows newest first,
+// filtered; JSON pages of at most usagelog.MaxPage with next_cursor, or a
+// streamed CSV / JSON-lines export of at most usagelog.MaxExport rows.
+func (s *Server) handleAdminRequests(w http.ResponseWriter, r *http.Request) {
+	q := s.usageQuery(w, r, usagelog.KindRequests)
+	if q == nil {
+		return
+	}
+	db := s.usage.DB()
+	if q.Format == usagelog.FormatJSON {
+		ctx, cancel := context.WithTimeout(r.Context(), queryTimeout)
+		defer cancel()
+		rows, next, err := db.List(ctx, q.Filter, q.Cursor, q.Limit)
+		if err != nil {
+			s.queryFailed(w, r, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, usagelog.PageBody(rows, next))
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), exportTimeout)
+	defer cancel()
+	w.Header().Set("Content-Type", usagelog.ContentType(q.Format))
+	w.Header().Set("Content-Disposition", `attachment; filename="requests.`+q.Format+`"`)
+	rc := http.NewResponseController(w)
+	out := usagelog.NewRowWriter(w, q.Format)
+	n := 0
+	err := db.EachFrom(ctx, q.Filter, q.Cursor, q.Limit, func(row usagelog.Row) error {
+		if err := out.Write(row); err != nil {
+			return err
+		}
+		if n++; n%1000 == 0 {
+			// Each flush must reach the client in time: a reader that
+			// stops reading ends the export instead of holding it.
+			_ = rc.SetWriteDeadline(time.Now().Add(30 * time.Second))
+			if err := out.Flush(); err != nil {
+				return err
+			}
+			return rc.Flush()
+		}
+		return nil
+	})
+	if err != nil {
+		// Headers are gone: the export ends short; the log says why.
+		s.Log.WarnContext(r.Context(), "usage export ended early", "rows", n, "error", err.Error())
+		return
+	}
+	_ = out.Close()
+}
