@@ -7,11 +7,11 @@ import (
 	"switchboard/internal/tenant"
 )
 
-// admin guards an admin handler: a key with role admin (or auth.token)
+// usageAdmin guards an admin handler until the admin API's own guard (s.admin) lands: a key with role admin (or auth.token)
 // passes, a tenant key gets 403, no or an unknown key 401; with auth off
 // the admin plane is refused (403): every tenant's spend must not be open
 // to whoever reaches the port.
-func (s *Server) admin(h http.HandlerFunc) http.HandlerFunc {
+func (s *Server) usageAdmin(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		snap := s.snap.Load()
 		if snap == nil || s.draining.Load() {
