@@ -17,8 +17,8 @@ const queryTimeout = 30 * time.Second
 
 // usageRoutes are the usage-log queries of the admin API.
 func (s *Server) usageRoutes(mux *http.ServeMux) {
-	mux.HandleFunc("/admin/v1/usage", s.usageAdmin(s.get(s.handleAdminUsage)))
-	mux.HandleFunc("/admin/v1/requests", s.usageAdmin(s.get(s.handleAdminRequests)))
+	mux.HandleFunc("/admin/v1/usage", s.admin(s.get(s.handleAdminUsage)))
+	mux.HandleFunc("/admin/v1/requests", s.admin(s.get(s.handleAdminRequests)))
 }
 
 // usageQuery validates the request's parameters as a query of kind; nil
