@@ -73,6 +73,9 @@ func (s *Selector) Policy(r *Route, est Estimate) Policy {
 
 // Order is r's attempt order for a request of size est.
 func (s *Selector) Order(r *Route, est Estimate) []*Candidate {
+	if r.Policy == "" || r.Policy == config.RoutingMeasured {
+		return Measured{Stats: s.Stats}.Order(r) // the default, without an interface value
+	}
 	return s.Policy(r, est).Order(r)
 }
 

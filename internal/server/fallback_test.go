@@ -2,6 +2,8 @@ package server
 
 import (
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -246,5 +248,29 @@ func TestModelFallbackOnlyToModelsTheKeyMayUse(t *testing.T) {
 	g.mock("s1").Script(mock.Fault{Status: 503})
 	if a = g.post("/v1/chat/completions", smallBody, "Authorization", "Bearer sk-ops"); a.Header.Get(FallbackModelHeader) != "big" {
 		t.Fatalf("admin key: %d fallback %q", a.Status, a.Header.Get(FallbackModelHeader))
+	}
+}
+
+// A reload that would make a fallback cycle is refused with the cycle
+// named, and the running config (and its fallbacks) keeps serving; a
+// valid reload changes the routing policy at once.
+func TestReloadRefusesFallbackCycle(t *testing.T) {
+	g := startGateway(t, fallbackYAML("[error]"))
+	path := filepath.Join(t.TempDir(), "c.yaml")
+	cyclic := strings.Replace(fallbackYAML("[error]"), "  - name: big\n", "  - name: big\n    fallbacks: [small]\n", 1)
+	os.WriteFile(path, []byte(cyclic), 0o644)
+	if _, err := g.Reload(path, false); err == nil || !strings.Contains(err.Error(), "fallback cycle small -> big -> small") {
+		t.Fatalf("reload of a cycle: %v", err)
+	}
+	g.mock("s1").Script(mock.Fault{Status: 503})
+	if a := g.post("/v1/chat/completions", smallBody); a.Header.Get(FallbackModelHeader) != "big" {
+		t.Fatalf("after the refused reload: %d fallback %q", a.Status, a.Header.Get(FallbackModelHeader))
+	}
+	os.WriteFile(path, []byte(strings.Replace(fallbackYAML("[error]"), "  - name: big\n", "  - name: big\n    routing: least_busy\n", 1)), 0o644)
+	if _, err := g.Reload(path, false); err != nil {
+		t.Fatal(err)
+	}
+	if r := gjson.Get(g.get("/v1/health/detail").Body, "providers.big.routing").String(); r != "least_busy" {
+		t.Fatalf("routing after reload = %q", r)
 	}
 }
