@@ -273,4 +273,7 @@ func TestReloadRefusesFallbackCycle(t *testing.T) {
 	if r := gjson.Get(g.get("/v1/health/detail").Body, "providers.big.routing").String(); r != "least_busy" {
 		t.Fatalf("routing after reload = %q", r)
 	}
+	if m := g.get("/v1/models/small").Body; gjson.Get(m, "routing").String() != "measured" || gjson.Get(m, "fallbacks").String() != `["big"]` {
+		t.Fatalf("/v1/models/small for the operator: %s", m)
+	}
 }

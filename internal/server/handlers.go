@@ -163,6 +163,10 @@ type modelObject struct {
 	OwnedBy       string          `json:"owned_by"`
 	ContextLength int             `json:"context_length,omitempty"`
 	Providers     []modelProvider `json:"providers,omitempty"`
+	// Routing and Fallbacks (admins): the model's policy and the models
+	// it falls back to.
+	Routing   string   `json:"routing,omitempty"`
+	Fallbacks []string `json:"fallbacks,omitempty"`
 }
 
 type modelProvider struct {
@@ -240,6 +244,7 @@ func (s *Server) handleModel(w http.ResponseWriter, r *http.Request) {
 	for i, c := range rt.Candidates {
 		mo.Providers = append(mo.Providers, modelProvider{Provider: c.Provider, Model: c.Model, Type: c.Type, Primary: i == rt.Primary})
 	}
+	mo.Routing, mo.Fallbacks = rt.Policy, modelsOf(rt.Model.Fallbacks)
 	writeJSON(w, http.StatusOK, mo)
 }
 
