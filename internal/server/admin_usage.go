@@ -19,6 +19,8 @@ const queryTimeout = 30 * time.Second
 func (s *Server) usageRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("/admin/v1/usage", s.admin(s.get(s.handleAdminUsage)))
 	mux.HandleFunc("/admin/v1/requests", s.admin(s.get(s.handleAdminRequests)))
+	mux.HandleFunc("/admin/v1/overview", s.admin(s.get(s.handleAdminOverview)))
+	mux.HandleFunc("/admin", s.get(s.handleAdminPage))
 }
 
 // usageQuery validates the request's parameters as a query of kind; nil

@@ -11,7 +11,7 @@ import (
 	"switchboard/internal/tenant"
 )
 
-//go:embed dashboard/index.html
+//go:embed dashboard/index.html dashboard/admin.html
 var dashboardFS embed.FS
 
 // handleDashboard serves the live dashboard page: static, embedded, no

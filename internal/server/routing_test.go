@@ -336,19 +336,7 @@ func TestTrackingDisabledPassesRawBytes(t *testing.T) {
 // TestDashboardInChromium loads the dashboard in headless Chromium against
 // a gateway serving the demo config and checks that the charts drew.
 func TestDashboardInChromium(t *testing.T) {
-	bin := ""
-	for _, b := range []string{"chromium", "chromium-browser", "google-chrome"} {
-		if p, err := exec.LookPath(b); err == nil {
-			bin = p
-			break
-		}
-	}
-	if bin == "" {
-		if os.Getenv("CI") != "" {
-			t.Fatal("chromium is missing in CI (scripts/test installs it)")
-		}
-		t.Skip("chromium not installed; scripts/test installs it")
-	}
+	bin := chromiumBin(t)
 	demo, err := os.ReadFile("../../examples/demo.yaml")
 	if err != nil {
 		t.Fatal(err)
@@ -372,13 +360,7 @@ func TestDashboardInChromium(t *testing.T) {
 	if !strings.Contains(g.logs.String(), "msg=\"provider circuit open\"") {
 		t.Errorf("the circuit opening was not logged:\n%s", g.logs.String())
 	}
-	cmd := exec.Command(bin, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-		"--user-data-dir="+t.TempDir(), "--virtual-time-budget=4500", "--dump-dom", g.URL+"/dashboard")
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("chromium: %v", err)
-	}
-	dom := string(out)
+	dom := chromiumDOM(t, bin, g.URL+"/dashboard")
 	for _, want := range []string{`data-model="demo-chat"`, `data-model="demo-flaky"`, `class="plot"`, `class="series"`,
 		`data-provider="mock-fast"`, `badge active`,
 		`data-event="circuit_open" data-provider="mock-flaky"`, `data-model="demo-flaky" data-serving="mock-steady"`,
@@ -393,4 +375,33 @@ func TestDashboardInChromium(t *testing.T) {
 	if !gjson.Valid(g.get("/dashboard/data").Body) {
 		t.Error("dashboard data is not JSON")
 	}
+}
+
+// chromiumBin finds headless Chromium; without it the test skips (fails
+// under CI, where scripts/test installs it).
+func chromiumBin(t *testing.T) string {
+	t.Helper()
+	for _, b := range []string{"chromium", "chromium-browser", "google-chrome"} {
+		if p, err := exec.LookPath(b); err == nil {
+			return p
+		}
+	}
+	if os.Getenv("CI") != "" {
+		t.Fatal("chromium is missing in CI (scripts/test installs it)")
+	}
+	t.Skip("chromium not installed; scripts/test installs it")
+	return ""
+}
+
+// chromiumDOM loads url in headless Chromium and returns the DOM once
+// the page's scripts had 4.5 s of virtual time.
+func chromiumDOM(t *testing.T, bin, url string) string {
+	t.Helper()
+	cmd := exec.Command(bin, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+		"--user-data-dir="+t.TempDir(), "--virtual-time-budget=4500", "--dump-dom", url)
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("chromium: %v", err)
+	}
+	return string(out)
 }

@@ -1,0 +1,146 @@
+package server
+
+import (
+	"cmp"
+	"context"
+	"net/http"
+	"slices"
+	"time"
+
+	"switchboard/internal/admit"
+	"switchboard/internal/usagelog"
+)
+
+// The admin page: tenants and keys with spend against budget and
+// rate-limit headroom, and usage by model over time. The page is static
+// (embedded, like /dashboard); its data is GET /admin/v1/overview, behind
+// the admin guard.
+
+// maxOverviewKeys bounds the keys listed (one row each).
+const maxOverviewKeys = 1000
+
+// overviewWindow is the usage chart's span and the keys' spend window.
+const overviewWindow = 24 * time.Hour
+
+// handleAdminPage serves the admin page.
+func (s *Server) handleAdminPage(w http.ResponseWriter, r *http.Request) {
+	b, err := dashboardFS.ReadFile("dashboard/admin.html")
+	if err != nil {
+		writeError(w, OpenAI, &apiError{Status: 500, Type: "server_error", Message: "admin page missing from the build"})
+		return
+	}
+	h := w.Header()
+	h.Set("Content-Type", "text/html; charset=utf-8")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("Content-Security-Policy", "default-src 'self'; script-src 'unsafe-inline'; style-src 'unsafe-inline'")
+	_, _ = w.Write(b)
+}
+
+type overviewKey struct {
+	ID     string `json:"id"`
+	Name   string `json:"name,omitempty"`
+	Tenant string `json:"tenant"`
+	Role   string `json:"role"`
+	Origin string `json:"origin"`
+	// Requests and CostNano over the last 24 h, from the usage log.
+	Requests int64 `json:"requests_24h"`
+	CostNano int64 `json:"cost_nano_usd_24h"`
+}
+
+type overviewTenant struct {
+	Tenant string `json:"tenant"`
+	Keys   int    `json:"keys"`
+	// Limits: rpm, tpm, daily_requests, each with its limit and what
+	// remains now (the headroom); absent when unlimited.
+	Limits        map[string]admit.Counter `json:"limits"`
+	RequestsToday int64                    `json:"requests_today"`
+	Spend         *admit.SpendView         `json:"spend"`
+	// Requests24h and CostNano24h come from the usage log.
+	Requests24h int64 `json:"requests_24h"`
+	CostNano24h int64 `json:"cost_nano_usd_24h"`
+}
+
+// handleAdminOverview serves GET /admin/v1/overview.
+func (s *Server) handleAdminOverview(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), queryTimeout)
+	defer cancel()
+	now := s.Clock.Now()
+	since := now.Add(-overviewWindow)
+	var byKey, byTenant map[string]usagelog.Group
+	var series []usagelog.Group
+	logOn := s.usage != nil
+	if logOn {
+		db := s.usage.DB()
+		f := usagelog.Filter{From: since}
+		var err error
+		if byKey, err = groupsBy(ctx, db, f, "key"); err == nil {
+			if byTenant, err = groupsBy(ctx, db, f, "tenant"); err == nil {
+				series, err = db.Summarize(ctx, f, []string{"hour", "model"})
+			}
+		}
+		if err != nil {
+			s.queryFailed(w, r, err)
+			return
+		}
+	}
+	keys := []overviewKey{}
+	perTenant := map[string]int{}
+	if t := s.Admission.Keys(); t != nil {
+		for _, id := range t.Keys() {
+			perTenant[id.Tenant]++
+			if len(keys) == maxOverviewKeys {
+				continue
+			}
+			role := "tenant"
+			if id.Admin {
+				role = "admin"
+			}
+			g := byKey[id.KeyID]
+			keys = append(keys, overviewKey{ID: id.KeyID, Name: id.KeyName, Tenant: id.Label(), Role: role, Origin: id.Origin,
+				Requests: g.Requests, CostNano: g.CostNano})
+		}
+	}
+	tenants := []overviewTenant{}
+	for _, id := range s.Admission.Tenants() {
+		if len(tenants) == maxDashTenants {
+			break
+		}
+		u, err := s.Admission.Usage(ctx, id, admit.UsageOptions{})
+		if err != nil {
+			continue // the store is down: the tenant is left out, as on /dashboard
+		}
+		g := byTenant[id.Label()]
+		tenants = append(tenants, overviewTenant{Tenant: id.Label(), Keys: perTenant[id.Tenant], Limits: u.Limits,
+			RequestsToday: u.RequestsToday, Spend: u.Spend, Requests24h: g.Requests, CostNano24h: g.CostNano})
+	}
+	slices.SortFunc(tenants, func(a, b overviewTenant) int {
+		if c := cmp.Compare(b.CostNano24h, a.CostNano24h); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.Tenant, b.Tenant)
+	})
+	points := make([]map[string]any, 0, len(series))
+	for _, g := range series {
+		t, err := time.Parse("2006-01-02T15", g.Keys["hour"])
+		if err != nil {
+			continue
+		}
+		points = append(points, map[string]any{"t": t.UnixMilli(), "model": g.Keys["model"], "requests": g.Requests,
+			"cost_nano_usd": g.CostNano, "tokens": g.PromptTokens + g.CompletionTokens})
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"object": "overview", "timestamp": now.UnixMilli(), "since": since.UnixMilli(),
+		"usage_log": logOn, "tenants": tenants, "keys": keys, "usage_by_model": points})
+}
+
+// groupsBy sums f's rows by one dimension, keyed by its value.
+func groupsBy(ctx context.Context, db *usagelog.DB, f usagelog.Filter, dim string) (map[string]usagelog.Group, error) {
+	gs, err := db.Summarize(ctx, f, []string{dim})
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]usagelog.Group, len(gs))
+	for _, g := range gs {
+		out[g.Keys[dim]] = g
+	}
+	return out, nil
+}
