@@ -26,11 +26,6 @@ const (
 	writeTimeout = 10 * time.Second
 )
 
-// sink takes a batch of rows: this file, or the fleet's stream.
-type sink interface {
-	write(ctx context.Context, rows []Row) error
-}
-
 // Options configure a Log.
 type Options struct {
 	// Clock times pruning and row ages (default: the wall clock).
@@ -45,6 +40,9 @@ type Options struct {
 	Log *slog.Logger
 	// Registerer takes the log's collectors (nil: not registered).
 	Registerer prometheus.Registerer
+	// Fleet, when set, also publishes every written batch to the fleet's
+	// stream (see Fleet).
+	Fleet *Fleet
 }
 
 // Log records rows off the request path: Record queues (never blocks),
@@ -55,8 +53,11 @@ type Log struct {
 	db  *DB
 	clk clock.Clock
 	log *slog.Logger
-	// publish, when set, sends batches to the fleet instead of db.
-	publish sink
+	// fleet, when set, also publishes each batch to the fleet's stream.
+	fleet *Fleet
+	// unpublished: the last publish failed (logged once per outage);
+	// the writer's own.
+	unpublished bool
 
 	ch        chan Row
 	flushC    chan chan struct{}
@@ -83,12 +84,12 @@ func NewLog(db *DB, o Options) *Log {
 	if o.Log == nil {
 		o.Log = slog.Default()
 	}
-	l := &Log{db: db, clk: o.Clock, log: o.Log, ch: make(chan Row, o.Buffer),
+	l := &Log{db: db, clk: o.Clock, log: o.Log, fleet: o.Fleet, ch: make(chan Row, o.Buffer),
 		flushC: make(chan chan struct{}), stop: make(chan struct{}), done: make(chan struct{}),
 		rows: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "switchboard_usage_log_rows_total",
-			Help: "Usage-log rows by outcome: written (committed or published), dropped (the queue was full), failed (the write failed)."},
+			Help: "Usage-log rows by outcome: written (committed to this replica's file), dropped (the queue was full), failed (the write failed), unpublished (a fleet replica could not publish them to the others)."},
 			[]string{"outcome"})}
-	for _, o := range []string{"written", "dropped", "failed"} {
+	for _, o := range []string{"written", "dropped", "failed", "unpublished"} {
 		l.rows.WithLabelValues(o)
 	}
 	if o.Registerer != nil {
@@ -207,20 +208,28 @@ func (l *Log) drainAll(batch []Row) {
 func (l *Log) write(batch []Row) {
 	ctx, cancel := context.WithTimeout(context.Background(), writeTimeout)
 	defer cancel()
-	var err error
-	if l.publish != nil {
-		if err = l.publish.write(ctx, batch); err == nil {
-			l.rows.WithLabelValues("written").Add(float64(len(batch)))
-			return
-		}
-		l.log.Warn("usage log: the fleet stream refused a batch; writing it to this replica's file", "rows", len(batch), "error", err.Error())
-	}
-	if err = l.db.Insert(ctx, batch...); err != nil {
+	if err := l.db.Insert(ctx, batch...); err != nil {
 		l.rows.WithLabelValues("failed").Add(float64(len(batch)))
 		l.log.Warn("usage log: cannot write a batch", "rows", len(batch), "path", l.db.path, "error", err.Error())
+	} else {
+		l.rows.WithLabelValues("written").Add(float64(len(batch)))
+	}
+	if l.fleet == nil {
 		return
 	}
-	l.rows.WithLabelValues("written").Add(float64(len(batch)))
+	if err := l.fleet.write(ctx, batch); err != nil {
+		l.rows.WithLabelValues("unpublished").Add(float64(len(batch)))
+		if !l.unpublished {
+			l.log.Warn("usage log: cannot publish rows to the fleet; the other replicas will not see them (counted in switchboard_usage_log_rows_total{outcome=\"unpublished\"})",
+				"rows", len(batch), "error", err.Error())
+		}
+		l.unpublished = true
+		return
+	}
+	if l.unpublished {
+		l.log.Info("usage log: publishing rows to the fleet again")
+		l.unpublished = false
+	}
 }
 
 // prune deletes rows past the retention, a batch at a time, letting
