@@ -51,6 +51,13 @@ func (r *Redis) Load(ctx context.Context) (*State, error) {
 }
 
 func stateOf(ver *redis.StringCmd, keys, tenants *redis.MapStringStringCmd) (*State, error) {
+	// A failed read is never taken for "no records": that would drop
+	// every issued key from the table.
+	for _, c := range []redis.Cmder{keys, tenants} {
+		if err := c.Err(); err != nil {
+			return nil, err
+		}
+	}
 	st := newState()
 	if v, err := ver.Int64(); err == nil {
 		st.Version = v
@@ -86,16 +93,7 @@ func (r *Redis) Update(ctx context.Context, fn func(*State) (*Change, error)) (i
 	for range updateTries {
 		var v int64
 		err := r.c.Watch(ctx, func(tx *redis.Tx) error {
-			ver := tx.Get(ctx, redisVersion)
-			keys := tx.HGetAll(ctx, redisKeys)
-			tenants := tx.HGetAll(ctx, redisTenants)
-			if err := keys.Err(); err != nil {
-				return err
-			}
-			if err := tenants.Err(); err != nil {
-				return err
-			}
-			st, err := stateOf(ver, keys, tenants)
+			st, err := stateOf(tx.Get(ctx, redisVersion), tx.HGetAll(ctx, redisKeys), tx.HGetAll(ctx, redisTenants))
 			if err != nil {
 				return err
 			}

@@ -31,7 +31,11 @@ func invalid(param, format string, args ...any) *Error {
 
 // Bounds of the admin-only fields (the limits share the config's).
 const (
-	maxNameLen   = 128
+	maxNameLen = 128
+	// MaxKeys and MaxTenants bound what the API issues (every replica
+	// holds all of it in memory); revoked keys count, as their records stay.
+	MaxKeys      = 100_000
+	MaxTenants   = 10_000
 	maxModels    = 1024
 	maxGraceSecs = 86400
 	// maxExpiry bounds expires_at, so that a typo in the year is caught.

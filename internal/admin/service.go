@@ -221,6 +221,9 @@ func (s *Service) CreateKey(ctx context.Context, actor string, env *Env, body []
 		k.Models = *f.Models
 	}
 	err := s.update(ctx, func(st *State) (*Change, error) {
+		if len(st.Keys) >= MaxKeys {
+			return nil, conflict("too_many_keys", "", "%d keys are issued already, the most the admin API keeps", MaxKeys)
+		}
 		if err := s.checkKey(st, env, k, now); err != nil {
 			return nil, err
 		}
@@ -423,6 +426,9 @@ func (s *Service) CreateTenant(ctx context.Context, actor string, env *Env, body
 		return nil, e
 	}
 	err := s.update(ctx, func(st *State) (*Change, error) {
+		if len(st.Tenants) >= MaxTenants {
+			return nil, conflict("too_many_tenants", "", "%d tenants exist already, the most the admin API keeps", MaxTenants)
+		}
 		if st.Tenants[t.Name] != nil || env.ConfigTenants[t.Name] {
 			return nil, conflict("duplicate_name", "name", "a tenant named %q exists already", t.Name)
 		}

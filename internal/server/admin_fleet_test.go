@@ -25,7 +25,7 @@ import (
 // startAdminFleet serves yaml on n replicas sharing one redis-server for
 // admission and for the admin API's records, each following the others'
 // admin changes as the binary does.
-func startAdminFleet(t *testing.T, n int, yaml string) []*gateway {
+func startAdminFleet(t *testing.T, n int, yaml string) ([]*gateway, *redistest.Server) {
 	t.Helper()
 	rs := redistest.Start(t)
 	cfg, err := config.Parse([]byte(yaml), "fleet.yaml")
@@ -66,7 +66,7 @@ func startAdminFleet(t *testing.T, n int, yaml string) []*gateway {
 		t.Cleanup(ts.Close)
 		out[i] = &gateway{Server: s, URL: ts.URL, logs: logs, t: t}
 	}
-	return out
+	return out, rs
 }
 
 // untilStatus polls every replica with key until each answers want, and
@@ -102,7 +102,7 @@ func TestAdminFleetRevoke(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts redis-server")
 	}
-	fleet := startAdminFleet(t, 3, mockYAML("m", "a")+`auth:
+	fleet, _ := startAdminFleet(t, 3, mockYAML("m", "a")+`auth:
   keys:
     sk-ops: {tenant: ops, role: admin}
     sk-acme: {tenant: acme}
@@ -153,4 +153,32 @@ func slogDurations(ds []time.Duration) string {
 		parts[i] = d.Round(time.Millisecond).String()
 	}
 	return strings.Join(parts, ", ")
+}
+
+// TestAdminRedisDown: with Redis gone, replicas keep serving the issued
+// keys they read last, and the admin API answers 503 store_unavailable
+// (nothing half written, nothing claimed).
+func TestAdminRedisDown(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts redis-server")
+	}
+	fleet, rs := startAdminFleet(t, 2, mockYAML("m", "a")+"auth:\n  keys:\n    sk-ops: {tenant: ops, role: admin}\n    sk-acme: {tenant: acme}\n")
+	a := fleet[0].post("/admin/v1/keys", `{"name":"k","tenant":"acme"}`, "Authorization", "Bearer sk-ops")
+	secret := gjson.Get(a.Body, "secret").String()
+	if took := untilStatus(fleet, secret, 200, time.Second); strings.Contains(slogDurations(took), "-1") {
+		t.Fatalf("key not live: %s", slogDurations(took))
+	}
+	rs.Kill()
+	for i, g := range fleet {
+		if a := g.post("/admin/v1/keys", `{"name":"k2","tenant":"acme"}`, "Authorization", "Bearer sk-ops"); a.Status != 503 ||
+			gjson.Get(a.Body, "error.code").String() != "store_unavailable" || a.Header.Get("Retry-After") == "" {
+			t.Errorf("replica %d: create with redis down: %d %s", i+1, a.Status, a.Body)
+		}
+		if a := g.get("/admin/v1/keys", "Authorization", "Bearer sk-ops"); a.Status != 503 {
+			t.Errorf("replica %d: list with redis down: %d %s", i+1, a.Status, a.Body)
+		}
+		if a := chatAs(g, secret, "m"); a.Status != 200 {
+			t.Errorf("replica %d: the issued key with redis down: %d %s", i+1, a.Status, a.Body)
+		}
+	}
 }
