@@ -143,7 +143,7 @@ type Store interface {
 // Issued compiles the live records for the key table at now: revoked
 // keys are left out, a rotation's old secret only within its grace.
 func (s *State) Issued(now time.Time) *tenant.Issued {
-	is := &tenant.Issued{Tenants: make(map[string]*config.KeySpec, len(s.Tenants))}
+	is := &tenant.Issued{Tenants: make(map[string]*config.KeySpec, len(s.Tenants)), Recorded: len(s.Keys) > 0}
 	for name, t := range s.Tenants {
 		is.Tenants[name] = t.Spec()
 	}

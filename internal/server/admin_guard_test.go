@@ -1,6 +1,7 @@
 package server
 
 import (
+	"net/http"
 	"strings"
 	"testing"
 
@@ -62,5 +63,39 @@ func TestAdminGuard(t *testing.T) {
 	}
 	if a := keyed.post("/admin/v1/keys", "{", "Authorization", "Bearer sk-acme"); a.Status != 403 {
 		t.Errorf("tenant key POST: %d", a.Status)
+	}
+}
+
+// TestIssuedKeysTurnAuthOn: on a gateway without config keys, issuing a
+// key turns auth on for /v1 and /metrics, and revoking the last one does
+// not turn it off again.
+func TestIssuedKeysTurnAuthOn(t *testing.T) {
+	g := startGateway(t, mockYAML("m", "a")+"auth: {admin_token: adm}\n")
+	if a := g.get("/v1/models"); a.Status != 200 {
+		t.Fatalf("auth off: %d", a.Status)
+	}
+	a := g.post("/admin/v1/tenants", `{"name":"t"}`, "Authorization", "Bearer adm")
+	if a.Status != 201 {
+		t.Fatal(a.Body)
+	}
+	a = g.post("/admin/v1/keys", `{"name":"k","tenant":"t"}`, "Authorization", "Bearer adm")
+	secret, id := gjson.Get(a.Body, "secret").String(), gjson.Get(a.Body, "id").String()
+	for _, tt := range []struct {
+		path, key string
+		want      int
+	}{{"/v1/models", "", 401}, {"/v1/models", secret, 200}, {"/metrics", "", 401}} {
+		if a := g.get(tt.path, "Authorization", "Bearer "+tt.key); a.Status != tt.want {
+			t.Errorf("%s with %q after issuing: %d, want %d", tt.path, tt.key, a.Status, tt.want)
+		}
+	}
+	req, _ := http.NewRequest(http.MethodDelete, g.URL+"/admin/v1/keys/"+id, nil)
+	req.Header.Set("Authorization", "Bearer adm")
+	if a := g.do(req); a.Status != 200 {
+		t.Fatal(a.Body)
+	}
+	for _, key := range []string{"", secret} {
+		if a := g.get("/v1/models", "Authorization", "Bearer "+key); a.Status != 401 {
+			t.Errorf("/v1/models with %q after revoking the last key: %d, want 401", key, a.Status)
+		}
 	}
 }

@@ -94,10 +94,12 @@ func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
 // tenant, so whenever any auth is configured they need auth.metrics_token
 // or an admin key; without any auth they are open.
 func (s *Server) handleMetrics(w http.ResponseWriter, r *http.Request) {
-	if snap := s.snap.Load(); snap != nil && (snap.metricsHash != nil || snap.Config.Auth.Enabled()) {
+	// Keys issued through the admin API turn auth on as config keys do.
+	authOn := func(snap *Snapshot) bool { return snap.Config.Auth.Enabled() || s.Admission.Keys().Enabled() }
+	if snap := s.snap.Load(); snap != nil && (snap.metricsHash != nil || authOn(snap)) {
 		k := presentedKey(r)
 		ok := k != "" && snap.metricsHash != nil && checkToken(k, snap.metricsHash)
-		if !ok && k != "" && snap.Config.Auth.Enabled() {
+		if !ok && k != "" && authOn(snap) {
 			if id, known := s.Admission.Authenticate(k); known {
 				if !tenant.Operator(id) {
 					writeError(w, OpenAI, &apiError{Status: http.StatusForbidden, Type: "permission_error",

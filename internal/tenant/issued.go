@@ -13,6 +13,9 @@ type Issued struct {
 	// Role and Tier are unused).
 	Tenants map[string]*config.KeySpec
 	Keys    []IssuedKey
+	// Recorded: the admin API holds key records, revoked ones included;
+	// auth then stays on even when none is live.
+	Recorded bool
 }
 
 // IssuedKey is one live (not revoked) issued key.
@@ -38,6 +41,7 @@ func (t *Table) addIssued(is *Issued, byTenant map[string]*Identity) {
 	if is == nil {
 		return
 	}
+	t.everIssued = is.Recorded
 	limits := func(name string) *Identity {
 		if spec := is.Tenants[name]; spec != nil {
 			return fromSpec(spec)

@@ -101,6 +101,8 @@ type Table struct {
 	// keys lists every identity once per key, config keys in source order
 	// (token, auth.keys, keys file), each sorted by KeyID.
 	keys []*Identity
+	// everIssued: the admin API holds key records (revoked ones included).
+	everIssued bool
 }
 
 // Compile builds the table from a validated config's auth section and
@@ -156,7 +158,9 @@ func fromSpec(s *config.KeySpec) *Identity {
 }
 
 // Enabled reports whether any key is configured (auth on).
-func (t *Table) Enabled() bool { return len(t.byDigest) > 0 }
+// Keys issued at runtime count even when all are revoked: revoking the
+// last one must not open the gateway to everyone.
+func (t *Table) Enabled() bool { return len(t.byDigest) > 0 || t.everIssued }
 
 // Lookup returns the identity of a presented key.
 func (t *Table) Lookup(presented string) (*Identity, bool) {
