@@ -230,3 +230,32 @@ func TestPollIsTheBackstop(t *testing.T) {
 	}
 	t.Fatal("the poll did not apply the change")
 }
+
+// TestRedisChangesSurviveIdle: the change subscription outlives idle
+// periods longer than the client's command timeout, and signals a change
+// made by another client.
+func TestRedisChangesSurviveIdle(t *testing.T) {
+	rs := redistest.Start(t)
+	sub, err := queue.Dial(rs.URL, 20*time.Millisecond, time.Second, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ch := NewRedis(sub).Changes(ctx)
+	time.Sleep(200 * time.Millisecond) // idle for 10 command timeouts (real network reads: no clock to inject)
+	pub, err := queue.Dial(rs.URL, time.Second, time.Second, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pub.Close()
+	if _, err := service(NewRedis(pub), nil).CreateTenant(ctx, "a", env, []byte(`{"name":"t"}`)); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-ch:
+	case <-time.After(2 * time.Second):
+		t.Fatal("no change signal after an idle period")
+	}
+}
