@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 	"unicode"
@@ -112,8 +113,11 @@ func Decode(body []byte, v any, known []string) (Patch, *Error) {
 			return p, invalid("expires_at", "want an RFC 3339 time such as 2030-01-02T15:04:05Z")
 		case strings.HasPrefix(err.Error(), "json: unknown field "):
 			f := strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`)
-			return p, &Error{Status: http.StatusBadRequest, Code: "unknown_field", Param: f,
-				Message: fmt.Sprintf("unknown field %q (known: %s)", f, strings.Join(known, ", "))}
+			msg := fmt.Sprintf("unknown field %q (known: %s)", f, strings.Join(known, ", "))
+			if _, isKey := v.(*KeyFields); isKey && slices.Contains(tenantFieldNames[1:], f) {
+				msg += "; limits and budgets belong to the tenant, whose keys share them: PATCH /admin/v1/tenants/{tenant}"
+			}
+			return p, &Error{Status: http.StatusBadRequest, Code: "unknown_field", Param: f, Message: msg}
 		}
 		return p, &Error{Status: http.StatusBadRequest, Code: "invalid_json", Message: strings.TrimPrefix(err.Error(), "json: ")}
 	}

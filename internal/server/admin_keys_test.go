@@ -227,6 +227,7 @@ func TestAdminValidation(t *testing.T) {
 		{"POST", "/admin/v1/keys", `{"name":"k","tenant":"team","tier":"high"}`, 400, "invalid_value", "tier"},
 		{"POST", "/admin/v1/keys", `{"name":"k","tenant":"team","role":"root"}`, 400, "invalid_value", "role"},
 		{"POST", "/admin/v1/keys", `{"name":"k","tenant":"team","rpm":5}`, 400, "unknown_field", "rpm"},
+		{"POST", "/admin/v1/keys", `{"name":"k","tenant":"team","budget_usd":5}`, 400, "unknown_field", "budget_usd"},
 		{"POST", "/admin/v1/keys", `{"name":"k"}`, 400, "invalid_value", "tenant"},
 		{"POST", "/admin/v1/keys", `{"name":"k","tenant":"ghost"}`, 400, "invalid_value", "tenant"},
 		{"POST", "/admin/v1/keys", `{"tenant":"team"}`, 400, "invalid_value", "name"},
@@ -271,6 +272,10 @@ func TestAdminValidation(t *testing.T) {
 		if a.Status != tt.status || gjson.Get(a.Body, "error.code").String() != tt.code || gjson.Get(a.Body, "error.param").String() != tt.param {
 			t.Errorf("%s %s %.60s: %d %s, want %d %s param %q", tt.method, tt.path, tt.body, a.Status, a.Body, tt.status, tt.code, tt.param)
 		}
+	}
+	if a := g.adminCall("PATCH", "/admin/v1/keys/"+gjson.Get(g.adminCall("GET", "/admin/v1/keys", "").Body, `data.#(name=="taken").id`).String(),
+		`{"rpm":5}`); !strings.Contains(a.Body, "PATCH /admin/v1/tenants/") {
+		t.Errorf("a limit on a key does not point to the tenant: %s", a.Body)
 	}
 	// Nothing refused was written: two changes so far.
 	if a := g.adminCall("GET", "/admin/v1/audit", ""); gjson.Get(a.Body, "data.#").Int() != 2 {
