@@ -97,7 +97,7 @@ func adminRouteLabel(p string) string {
 	}
 	coll, sub, _ := strings.Cut(rest, "/")
 	switch coll {
-	case "keys", "tenants", "audit", "usage", "requests":
+	case "keys", "tenants", "audit", "usage", "requests", "overview":
 	default:
 		return "/admin/v1/other"
 	}

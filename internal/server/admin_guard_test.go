@@ -99,3 +99,23 @@ func TestIssuedKeysTurnAuthOn(t *testing.T) {
 		}
 	}
 }
+
+// TestAdminRouteLabels: admin paths map to a bounded set of metric labels
+// whatever ids or junk a client puts in them.
+func TestAdminRouteLabels(t *testing.T) {
+	for path, want := range map[string]string{
+		"/admin":                               "/admin",
+		"/admin/v1/keys":                       "/admin/v1/keys",
+		"/admin/v1/keys/key-0123456789ab":      "/admin/v1/keys/{id}",
+		"/admin/v1/keys/key-1/rotate":          "/admin/v1/keys/{id}",
+		"/admin/v1/tenants/acme":               "/admin/v1/tenants/{id}",
+		"/admin/v1/audit":                      "/admin/v1/audit",
+		"/admin/v1/overview":                   "/admin/v1/overview",
+		"/admin/v1/" + strings.Repeat("x", 99): "/admin/v1/other",
+		"/admin/v2/keys":                       "other",
+	} {
+		if got := routeLabel(path); got != want {
+			t.Errorf("routeLabel(%q) = %q, want %q", path, got, want)
+		}
+	}
+}

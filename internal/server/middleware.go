@@ -203,7 +203,7 @@ func (s *Server) wrap(next http.Handler) http.Handler {
 func routeLabel(p string) string {
 	switch p {
 	case "/v1/chat/completions", "/v1/completions", "/v1/responses", "/v1/embeddings", "/v1/messages",
-		"/v1/models", "/health", "/ready", "/metrics", "/v1/usage", "/v1/health/detail", "/dashboard", "/dashboard/data":
+		"/v1/models", "/health", "/ready", "/metrics", "/v1/usage", "/v1/health/detail", "/dashboard", "/dashboard/data", "/admin":
 		return p
 	}
 	if strings.HasPrefix(p, "/v1/models/") {
