@@ -35,6 +35,10 @@ type AttemptInfo struct {
 	Endpoint string
 	// Body is the final body of the attempt.
 	Body []byte
+	// NoWait refuses at once when the provider's concurrency slots are
+	// full instead of queueing up to limits.queue_timeout: a hedge that
+	// has to queue would not answer sooner.
+	NoWait bool
 }
 
 // counter kinds and scopes of a debit.
@@ -174,7 +178,11 @@ func (c *Controller) Admit(ctx context.Context, ai AttemptInfo) (*Permit, *Refus
 	// The provider's slot, right before the decision and the send.
 	releaseSlot := func() {}
 	if g := c.gate(ai.Provider); g != nil {
-		rel, waited, err := g.Acquire(ctx, s.queueTimeout)
+		wait := s.queueTimeout
+		if ai.NoWait {
+			wait = 0
+		}
+		rel, waited, err := g.Acquire(ctx, wait)
 		c.m.queueWait.WithLabelValues("provider").Observe(waited.Seconds())
 		if err != nil {
 			return nil, c.gateRefusal(err, ai.Provider, s.queueTimeout, ScopeProvider,

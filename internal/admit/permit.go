@@ -31,6 +31,7 @@ type Permit struct {
 	est                                int64
 	tpm                                []limit.Debit // charged TPM debits
 	hold                               spend.Hold
+	charged                            int64 // nano-USD settled by Settle or Fail
 	advice                             Advice
 	// tally sums the request's attempts for its usage-log row (nil: none).
 	tally *Tally
@@ -67,6 +68,20 @@ func (p *Permit) noopEnd(f func()) {
 		p.done = true
 		f()
 	}
+}
+
+// Cost is the nano-USD the attempt costs its budget so far: what Settle or
+// Fail charged, plus what it still holds (all of it after Keep).
+func (p *Permit) Cost() int64 {
+	if p == nil || p.noop {
+		return 0
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if r := p.restored.Load(); r > 0 {
+		return p.hold.Held + r // the settlement was not applied: the hold stands
+	}
+	return p.charged + p.hold.Held
 }
 
 // finish runs f once, then releases the slot.
@@ -154,6 +169,7 @@ func (p *Permit) Settle(u Usage) {
 		st.ReservedDelta, st.SettledDelta, st.State, st.Held, st.Cost = -held, charge, store.StateSettled, 0, charge
 		p.hold.Held = 0
 		p.tally.add(u, charge, 0)
+		p.charged = charge
 		p.end(st, func(ok bool) { p.ended(ok, held, charge) })
 	})
 }
@@ -188,6 +204,7 @@ func (p *Permit) Fail() {
 		charge := p.hold.Fail()
 		p.hold.Held = 0
 		p.tally.add(Usage{}, charge, 0)
+		p.charged = charge
 		p.end(&store.Settlement{ReservedDelta: -held, SettledDelta: charge, State: store.StateFailed,
 			Cost: charge, Final: true}, func(ok bool) { p.ended(ok, held, charge) })
 	})

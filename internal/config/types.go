@@ -34,6 +34,9 @@ type Config struct {
 	Queue       Queue                `yaml:"queue"`
 	Idempotency Idempotency          `yaml:"idempotency"`
 	UsageLog    UsageLog             `yaml:"usage_log"`
+	// Hedge starts an extra attempt when a provider is slow to answer, for
+	// every model without its own hedge: section; nil = off (see Hedge).
+	Hedge *Hedge `yaml:"hedge"`
 	// Pricing overrides the embedded pricing catalog per provider name and
 	// provider model name, field by field.
 	Pricing map[string]map[string]*Price `yaml:"pricing"`
@@ -138,6 +141,9 @@ type Model struct {
 	// Fallbacks are other models tried once every provider of this one
 	// failed with one of their conditions; nil = none (routing.go).
 	Fallbacks *Fallbacks `yaml:"fallbacks"`
+	// Hedge overrides the global hedge: section for this model; nil = the
+	// global one (see Hedge).
+	Hedge *Hedge `yaml:"hedge"`
 }
 
 // ModelProvider is one provider entry of a model.

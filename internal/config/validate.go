@@ -63,6 +63,7 @@ func (l *loader) validate(c *Config) {
 	}
 	l.intRange("spend.max_retained_attempts", int64(c.Spend.MaxRetainedAttempts), 1, 10_000_000)
 	l.validateRedis(&c.Redis)
+	l.validateHedge("hedge", c.Hedge)
 
 	b := &c.Health.Breaker
 	l.intRange("health.breaker.threshold", int64(*b.Threshold), 0, 1000)
@@ -278,6 +279,10 @@ func (l *loader) validateModels(c *Config, providers []string) {
 		l.toggleRange(base+".ttft_timeout", m.TTFTTimeout, time.Second)
 		l.toggleRange(base+".first_byte_timeout", m.FirstByteTimeout, 100*time.Millisecond)
 		l.validateRouting(base, m)
+		l.validateHedge(base+".hedge", m.Hedge)
+		if h, on := c.HedgeFor(m); on && m.Hedge != nil && len(m.Providers) == 1 {
+			l.errAt(base+".hedge", "needs at least two providers to hedge between; this model has one (max_extra: %d)", *h.MaxExtra)
+		}
 		if len(m.Providers) == 0 {
 			l.errAt(base+".providers", "at least one provider is required")
 		}

@@ -33,6 +33,8 @@ type Metrics struct {
 	Queue QueueCounters
 	// ModelFallbacks counts cross-model fallbacks (fallback.go).
 	ModelFallbacks *prometheus.CounterVec
+	// Hedge counts hedged attempts, their winners and their waste.
+	Hedge HedgeCounters
 }
 
 // New registers the collectors on a fresh registry.
@@ -79,6 +81,7 @@ func New() *Metrics {
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.Queue = newQueueCounters(r)
 	m.ModelFallbacks = newModelFallbacks(r)
+	m.Hedge = newHedgeCounters(r)
 	return m
 }
 

@@ -15,6 +15,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptrace"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -60,6 +61,8 @@ type Options struct {
 	// instead of pausing the provider and falling through. 402 and
 	// quota-flavoured 403 answers still pause.
 	Retry429 bool
+	// Hedge starts extra attempts next to a slow one; nil = off.
+	Hedge *Hedge
 }
 
 // Call is one client request.
@@ -88,6 +91,10 @@ type Call struct {
 	// settle on real counts; the usage chunk is stripped again when the
 	// client did not ask for it.
 	Meter bool
+
+	// side is the hedged race's attempt this copy of the call runs; nil
+	// outside a race.
+	side *side
 }
 
 // Attempt is one send and how it ended.
@@ -197,6 +204,11 @@ type Proxy struct {
 	// Busy counts each provider's attempts in flight, from the send until
 	// the answer is relayed (least_busy routing); nil counts nothing.
 	Busy *route.Busy
+	// Stats are the measured TTFTs a percentile hedge delay is read from;
+	// nil: such hedges never start (fixed delays still do).
+	Stats *route.Stats
+
+	hedges sync.WaitGroup // races settling their losers
 }
 
 // staleRetries are free retries for a pooled connection that died before
@@ -222,11 +234,20 @@ func (p *Proxy) Do(ctx context.Context, c *Call) (*Result, *Failure) {
 		}
 		cands, forced := p.available(order)
 		allClientErrors := true
-		for _, cand := range cands {
-			if p.Health != nil && !p.Health.Begin(cand.Provider, forced) {
+		var hedged []*route.Candidate // sent to by a hedge this round
+		for i, cand := range cands {
+			if slices.Contains(hedged, cand) || p.Health != nil && !p.Health.Begin(cand.Provider, forced) {
 				continue
 			}
-			res, stop, clientErr := p.tryProvider(ctx, c, cand, deadline, f)
+			var res *Result
+			var stop, clientErr bool
+			if c.Opts.Hedge != nil && !forced && i+1 < len(cands) {
+				var used []*route.Candidate
+				res, stop, clientErr, used = p.race(ctx, c, cand, cands[i+1:], deadline, f)
+				hedged = append(hedged, used...)
+			} else {
+				res, stop, clientErr = p.tryProvider(ctx, c, cand, deadline, f)
+			}
 			if res != nil {
 				return res, nil
 			}
@@ -369,11 +390,13 @@ func (p *Proxy) attempt(ctx context.Context, c *Call, cand *route.Candidate, dea
 		}
 		var ref *admit.Refusal
 		pm, ref = p.Admission.Admit(ctx, admit.AttemptInfo{Identity: c.Identity, Provider: cand.Provider,
-			ProviderType: cand.Type, Model: cand.Model, ClientModel: c.ClientModel, Endpoint: ep, Body: body})
+			ProviderType: cand.Type, Model: cand.Model, ClientModel: c.ClientModel, Endpoint: ep, Body: body,
+			NoWait: c.side.noWait()})
 		if ref != nil {
 			return nil, &provider.Error{Kind: provider.KindRefused, Status: ref.Status, Msg: ref.Message, Err: ref}
 		}
 	}
+	c.side.admitted(pm)
 	hold := p.Buffers.Hold()
 	busy := p.Busy.Begin(cand.Provider)
 	res, perr := p.send(provider.WithHold(ctx, hold), c, cand, req, native, deadline)
@@ -530,6 +553,7 @@ func (p *Proxy) send(ctx context.Context, c *Call, cand *route.Candidate, req *p
 	}
 	res := &Result{Candidate: cand, Native: native, Status: resp.Status, Header: resp.Header, Sent: sent}
 	if !resp.Stream {
+		c.side.gotHeaders()
 		checked := false
 		if b, ok := resp.Body.(*provider.Buffered); ok {
 			_, checked = b.Bytes()

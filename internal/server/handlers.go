@@ -415,6 +415,9 @@ func options(cfg *config.Config, m *config.Model, ep provider.Endpoint) proxy.Op
 		o.TTFT = cfg.TTFTFor(m)
 	}
 	o.FirstByte = cfg.FirstByteFor(m)
+	if h, on := cfg.HedgeFor(m); on {
+		o.Hedge = &proxy.Hedge{After: h.After.Fixed.D(), Percentile: float64(h.After.Percentile) / 100, MaxExtra: *h.MaxExtra}
+	}
 	return o
 }
 

@@ -129,7 +129,7 @@ func New(log *slog.Logger, clk clock.Clock, client *http.Client) *Server {
 			}
 			s.Metrics.Probes.WithLabelValues(model, p, outcome).Inc()
 		}}
-	s.proxy = &proxy.Proxy{Clock: clk, Log: log, Health: s.Health, Metrics: s.Metrics,
+	s.proxy = &proxy.Proxy{Clock: clk, Log: log, Health: s.Health, Metrics: s.Metrics, Stats: s.Stats,
 		Buffers: provider.NewBudget(512 << 20)} // the configured limit is set by Apply
 	s.selector = &route.Selector{Stats: s.Stats, Busy: &route.Busy{}}
 	s.proxy.Busy = s.selector.Busy
