@@ -91,6 +91,7 @@ type race struct {
 	c            *Call
 	deadline     time.Time
 	delay        time.Duration
+	began        time.Time
 	sides        []*side
 	done         chan outcome
 	answered     chan struct{}
@@ -122,7 +123,7 @@ func (p *Proxy) race(ctx context.Context, c *Call, first *route.Candidate, rest 
 	}
 	h := c.Opts.Hedge
 	r := &race{p: p, c: c, deadline: deadline, delay: delay, done: make(chan outcome, 1+len(rest)),
-		answered: make(chan struct{})}
+		answered: make(chan struct{}), began: p.Clock.Now()}
 	r.start(ctx, first, false)
 	running, extra, next := 1, 0, 0
 	// launch starts a hedge on the next candidate that may take one: not
@@ -231,6 +232,7 @@ func (r *race) commit(win outcome, running int) {
 	by := "original"
 	if win.s.hedge {
 		by = "hedge"
+		r.censored()
 	}
 	if m := r.p.Metrics; m != nil {
 		m.Hedge.Won.WithLabelValues(r.model(), win.s.cand.Provider, by).Inc()
@@ -255,6 +257,18 @@ func (r *race) commit(win outcome, running int) {
 		}
 		r.report(context.Background(), win.s, losers)
 	}()
+}
+
+// censored records the original's TTFT as the time it had waited when a
+// hedge beat it: a lower bound, but without it the provider's samples
+// would hold only the answers fast enough to win, and a percentile delay
+// read from them would drift down and hedge more and more requests.
+func (r *race) censored() {
+	if !r.c.Stream || r.p.Stats == nil || r.c.Route == nil || r.c.Route.Model == nil {
+		return
+	}
+	waited := r.p.Clock.Now().Sub(r.began)
+	r.p.Stats.Record(r.c.Route.Model.Name, r.sides[0].cand.Provider, route.Sample{TTFT: waited.Seconds()})
 }
 
 // wasted counts what a losing side cost: the tokens a late answer

@@ -33,8 +33,8 @@ func (s *Stats) Summaries(now time.Time, activity, eval time.Duration, minTokens
 			var recent []Sample
 			active := false
 			for _, x := range ss {
-				if math.IsInf(x.TTFT, 1) {
-					continue // failed probes carry no throughput
+				if math.IsInf(x.TTFT, 1) || x.Tokens == 0 {
+					continue // failed probes and hedged-away waits carry no throughput
 				}
 				if !x.TS.Before(now.Add(-eval)) {
 					recent = append(recent, x)

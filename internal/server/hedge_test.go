@@ -255,6 +255,11 @@ func TestHedgeWinsAfterDelay(t *testing.T) {
 			}
 			waitFor(t, func() bool { return a.canceled.Load() == 1 })
 			g.proxy.WaitHedges()
+			if ss := g.Stats.Samples("m", "a"); stream && (len(ss) != 1 || ss[0].TTFT < 0.3) {
+				// The original's wait, a lower bound of its TTFT, keeps a
+				// percentile delay from drifting down to the winners'.
+				t.Fatalf("samples of the canceled original: %+v, want its 0.3 s wait", ss)
+			}
 			h := g.Metrics.Hedge
 			if counter(h.Started, "m", "b") != 1 || counter(h.Won, "m", "b", "hedge") != 1 || counter(h.Won, "m", "a", "original") != 0 {
 				t.Fatalf("metrics: started %v won-by-hedge %v", counter(h.Started, "m", "b"), counter(h.Won, "m", "b", "hedge"))
