@@ -7,6 +7,7 @@ import (
 	"switchboard/internal/admit"
 	"switchboard/internal/config"
 	"switchboard/internal/provider"
+	"switchboard/internal/route"
 )
 
 // conditions tallies why a loop's attempts failed, for cross-model
@@ -134,4 +135,17 @@ func containsAny(body []byte, markers [][]byte) bool {
 		}
 	}
 	return false
+}
+
+// allPaused reports whether every provider of order is quota-paused now.
+func (p *Proxy) allPaused(order []*route.Candidate) bool {
+	if p.Health == nil {
+		return false
+	}
+	for _, c := range order {
+		if p.Health.Status(c.Provider).PausedUntil.IsZero() {
+			return false
+		}
+	}
+	return len(order) > 0
 }

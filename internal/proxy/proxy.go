@@ -63,6 +63,10 @@ type Options struct {
 	Retry429 bool
 	// Hedge starts extra attempts next to a slow one; nil = off.
 	Hedge *Hedge
+	// LeaveWhenPaused ends the loop instead of starting another round
+	// when every provider is quota-paused: the caller has a fallback
+	// model for rate limits, better than waiting for a reset.
+	LeaveWhenPaused bool
 }
 
 // Call is one client request.
@@ -228,6 +232,9 @@ func (p *Proxy) Do(ctx context.Context, c *Call) (*Result, *Failure) {
 	f := &Failure{}
 	for round := 0; round < max(1, c.Opts.MaxRounds); round++ {
 		if round > 0 {
+			if c.Opts.LeaveWhenPaused && p.allPaused(order) {
+				return nil, f // another model takes rate-limited requests: no waiting for a reset
+			}
 			if !p.wait(ctx, p.roundWait(round, order, c.Opts), deadline, f) {
 				return nil, f
 			}

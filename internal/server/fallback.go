@@ -55,6 +55,9 @@ func (s *Server) serve(ctx context.Context, in *incoming, call *proxy.Call) (*pr
 			s.Log.LogAttrs(ctx, slog.LevelInfo, "model skipped: request exceeds its context window",
 				slog.String("model", rt.Model.Name), slog.Int64("estimate", e), slog.Int64("context_length", rt.ContextLength))
 		} else {
+			if fb.Covers(config.FallbackRateLimit) && slices.ContainsFunc(fb.Models, usable) {
+				c.Opts.LeaveWhenPaused = true
+			}
 			res, f := s.proxy.Do(ctx, c)
 			if res != nil {
 				res.Route = rt

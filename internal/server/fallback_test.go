@@ -277,3 +277,19 @@ func TestReloadRefusesFallbackCycle(t *testing.T) {
 		t.Fatalf("/v1/models/small for the operator: %s", m)
 	}
 }
+
+// With the default retries (three rounds), a model whose providers are
+// all paused by a 429 hands over to its rate_limit fallback at once
+// instead of waiting for the stated reset (an hour here).
+func TestModelFallbackRateLimitDoesNotWaitForReset(t *testing.T) {
+	g := startGateway(t, strings.Replace(fallbackYAML("[rate_limit]"), "retries: {max_attempts: 1, max_rounds: 1}\n", "", 1))
+	g.mock("s1").Script(mock.Fault{Status: 429, Header: hdr("Retry-After", "3600")}, mock.Fault{Status: 429, Header: hdr("Retry-After", "3600")})
+	for i := range 2 { // the second finds s1 already paused
+		if a := g.post("/v1/chat/completions", smallBody); a.Status != 200 || a.Header.Get(FallbackModelHeader) != "big" {
+			t.Fatalf("request %d: %d fallback %q: %s", i, a.Status, a.Header.Get(FallbackModelHeader), a.Body)
+		}
+	}
+	if n := g.mock("s1").Calls(); n != 2 {
+		t.Errorf("s1 called %d times, want 2 (one attempt a request; a paused provider is still tried when it is the only one)", n)
+	}
+}
