@@ -20,6 +20,15 @@ type conditions struct {
 	rateLimited, clientErrors, others int
 }
 
+// add merges another tally (a hedged side's) into c.
+func (c *conditions) add(o conditions) {
+	c.contextWindow = c.contextWindow || o.contextWindow
+	c.contentPolicy = c.contentPolicy || o.contentPolicy
+	c.rateLimited += o.rateLimited
+	c.clientErrors += o.clientErrors
+	c.others += o.others
+}
+
 // note records one failed attempt.
 func (f *Failure) note(perr *provider.Error, reason string) {
 	switch {

@@ -93,3 +93,22 @@ func TestFallbackConditionOfALoop(t *testing.T) {
 		})
 	}
 }
+
+// A hedged race's failed sides keep what their attempts said: both sides
+// rate limited make a rate_limit failure, not an unclassified one.
+func TestHedgedSidesKeepTheirCondition(t *testing.T) {
+	a, b := &side{}, &side{}
+	a.f.note(httpErr(429, `{}`), "rate_limited")
+	b.f.note(httpErr(429, `{}`), "rate_limited")
+	f := &Failure{}
+	(&race{}).fail(f, []outcome{{s: a}, {s: b}})
+	if got := f.Condition(); got != config.FallbackRateLimit {
+		t.Fatalf("condition %q, want rate_limit", got)
+	}
+	c := &side{}
+	c.f.note(httpErr(400, `{"error":{"code":"context_length_exceeded"}}`), "client_error")
+	(&race{}).fail(f, []outcome{{s: c}})
+	if got := f.Condition(); got != config.FallbackContextWindow {
+		t.Fatalf("condition %q, want context_window", got)
+	}
+}

@@ -301,6 +301,7 @@ func (r *race) fail(f *Failure, failed []outcome) (stop, clientErr bool) {
 		sf := &o.s.f
 		f.Attempts = append(f.Attempts, sf.Attempts...)
 		f.Skipped = append(f.Skipped, sf.Skipped...)
+		f.seen.add(sf.seen)
 		f.DeadlineHit = f.DeadlineHit || sf.DeadlineHit
 		f.Canceled = f.Canceled || sf.Canceled
 		if sf.Last != nil {
