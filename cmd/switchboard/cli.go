@@ -116,6 +116,21 @@ func (f *flags) usage(w io.Writer) {
 	f.SetOutput(f.stderr)
 }
 
+// parseWords parses flags that may come before, between or after the
+// command's words, and returns the words.
+func (f *flags) parseWords(args []string) (words []string, code int, ok bool) {
+	for len(args) > 0 {
+		if code, ok := f.parse(args); !ok {
+			return nil, code, false
+		}
+		args = f.Args()
+		if len(args) > 0 {
+			words, args = append(words, args[0]), args[1:]
+		}
+	}
+	return words, 0, true
+}
+
 // noArgs refuses words after a command that takes none.
 func (f *flags) noArgs() (code int, ok bool) {
 	if f.NArg() == 0 {

@@ -67,16 +67,9 @@ func queueCmd(args []string, stdout, stderr io.Writer) int {
 	fs := flagSet("queue", stdout, stderr)
 	path := fs.String("config", envOr("CONFIG_FILE", "config/config.yaml"), "config file naming redis.url (env CONFIG_FILE)")
 	limit := fs.Int("limit", 100, "dlq list: at most this many entries")
-	// Flags may come after the words: parse words and flags in any order.
-	var words []string
-	for len(args) > 0 {
-		if code, ok := fs.parse(args); !ok {
-			return code
-		}
-		args = fs.Args()
-		if len(args) > 0 {
-			words, args = append(words, args[0]), args[1:]
-		}
+	words, code, ok := fs.parseWords(args)
+	if !ok {
+		return code
 	}
 	valid := len(words) == 1 && words[0] == "stats" ||
 		len(words) == 2 && words[0] == "dlq" && words[1] == "list" ||

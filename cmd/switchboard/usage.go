@@ -55,15 +55,9 @@ func usageCmd(args []string, stdout, stderr io.Writer) int {
 		vals[p.param] = fs.String(strings.TrimPrefix(paramFlags[p.param], "--"), "", p.help)
 	}
 	format := fs.String("format", "table", "table, csv, jsonl or json")
-	var words []string
-	for len(args) > 0 {
-		if code, ok := fs.parse(args); !ok {
-			return code
-		}
-		args = fs.Args()
-		if len(args) > 0 {
-			words, args = append(words, args[0]), args[1:]
-		}
+	words, code, ok := fs.parseWords(args)
+	if !ok {
+		return code
 	}
 	kind := usagelog.KindUsage
 	switch {

@@ -22,18 +22,9 @@ const maxOverviewKeys = 1000
 // overviewWindow is the usage chart's span and the keys' spend window.
 const overviewWindow = 24 * time.Hour
 
-// handleAdminPage serves the admin page.
+// handleAdminPage serves the admin page (its data needs an admin key).
 func (s *Server) handleAdminPage(w http.ResponseWriter, r *http.Request) {
-	b, err := dashboardFS.ReadFile("dashboard/admin.html")
-	if err != nil {
-		writeError(w, OpenAI, &apiError{Status: 500, Type: "server_error", Message: "admin page missing from the build"})
-		return
-	}
-	h := w.Header()
-	h.Set("Content-Type", "text/html; charset=utf-8")
-	h.Set("Cache-Control", "no-cache")
-	h.Set("Content-Security-Policy", "default-src 'self'; script-src 'unsafe-inline'; style-src 'unsafe-inline'")
-	_, _ = w.Write(b)
+	servePage(w, "dashboard/admin.html")
 }
 
 type overviewKey struct {

@@ -9,7 +9,9 @@ import (
 	"github.com/tidwall/gjson"
 )
 
-const overviewYAML = `providers:
+// usageAdminYAML: two budgeted keys of one tenant, a tenant with limits, an
+// admin; two priced models.
+const usageAdminYAML = `providers:
   steady: {type: mock, mock: {tokens: 7}}
 models:
   - name: plain
@@ -44,7 +46,7 @@ func overviewTraffic(t *testing.T, g *gateway, flush func(context.Context) error
 // spend against its budget and its limits' headroom, every key with its
 // usage, and usage by model per hour; only for an admin.
 func TestAdminOverview(t *testing.T) {
-	g, _, ul := usageGateway(t, overviewYAML)
+	g, _, ul := usageGateway(t, usageAdminYAML)
 	overviewTraffic(t, g, ul.Flush)
 	a := g.get("/admin/v1/overview", "Authorization", "Bearer k-admin")
 	if a.Status != 200 {
@@ -95,7 +97,7 @@ func TestAdminOverview(t *testing.T) {
 // headroom and the chart by model drew.
 func TestAdminPageInChromium(t *testing.T) {
 	bin := chromiumBin(t)
-	g, _, ul := usageGateway(t, overviewYAML)
+	g, _, ul := usageGateway(t, usageAdminYAML)
 	overviewTraffic(t, g, ul.Flush)
 	dom := chromiumDOM(t, bin, g.URL+"/admin#token=k-admin")
 	for _, want := range []string{`data-tenant="acme"`, `data-tenant="beta"`, `data-budget="acme"`, `data-headroom="rpm"`,

@@ -17,15 +17,19 @@ var dashboardFS embed.FS
 // handleDashboard serves the live dashboard page: static, embedded, no
 // build step and no CDN. It polls /dashboard/data.
 func (s *Server) handleDashboard(w http.ResponseWriter, r *http.Request) {
-	b, err := dashboardFS.ReadFile("dashboard/index.html")
+	servePage(w, "dashboard/index.html")
+}
+
+// servePage writes an embedded page; it loads nothing from elsewhere.
+func servePage(w http.ResponseWriter, name string) {
+	b, err := dashboardFS.ReadFile(name)
 	if err != nil {
-		writeError(w, OpenAI, &apiError{Status: 500, Type: "server_error", Message: "dashboard missing from the build"})
+		writeError(w, OpenAI, &apiError{Status: 500, Type: "server_error", Message: name + " is missing from the build"})
 		return
 	}
 	h := w.Header()
 	h.Set("Content-Type", "text/html; charset=utf-8")
 	h.Set("Cache-Control", "no-cache")
-	// The page loads nothing from elsewhere.
 	h.Set("Content-Security-Policy", "default-src 'self'; script-src 'unsafe-inline'; style-src 'unsafe-inline'")
 	_, _ = w.Write(b)
 }

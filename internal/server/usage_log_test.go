@@ -203,27 +203,11 @@ func TestUsageSumsEqualLedger(t *testing.T) {
 	t.Logf("%d requests (%d answered 200), %d attempts on shaky, settled %d nano-USD, held %d", n, ok, attempts, total, held)
 }
 
-const adminUsageYAML = `providers:
-  steady: {type: mock, mock: {tokens: 7}}
-models:
-  - name: plain
-    providers: [{provider: steady, model: steady-m}]
-  - name: other
-    providers: [{provider: steady, model: steady-m}]
-pricing:
-  steady: {steady-m: {input: 3, output: 15, context: 10000, max_output: 100}}
-auth:
-  keys:
-    k-acme: {tenant: acme, budget_usd: 10}
-    k-beta: {tenant: beta}
-    k-admin: {tenant: ops, role: admin}
-`
-
 // TestAdminUsageAPI: through the real server, an admin reads sums grouped
 // as asked, pages of requests with a cursor and streamed exports; tenant
 // keys get 403, no key 401, and every bad parameter a 400 naming it.
 func TestAdminUsageAPI(t *testing.T) {
-	g, _, ul := usageGateway(t, adminUsageYAML)
+	g, _, ul := usageGateway(t, usageAdminYAML)
 	for i := range 9 {
 		key, model := []string{"k-acme", "k-beta", "k-acme"}[i%3], []string{"plain", "other"}[i%2]
 		body := fmt.Sprintf(`{"model":%q,"max_tokens":20,"stream":%t,"messages":[{"role":"user","content":"hi %d"}]}`, model, i%4 == 0, i)
@@ -341,7 +325,7 @@ func TestAdminUsageAPI(t *testing.T) {
 
 // TestAdminUsageOff: with no usage log the queries say so.
 func TestAdminUsageOff(t *testing.T) {
-	g := startGateway(t, adminUsageYAML)
+	g := startGateway(t, usageAdminYAML)
 	a := g.get("/admin/v1/usage", "Authorization", "Bearer k-admin")
 	if a.Status != 404 || gjson.Get(a.Body, "error.code").String() != "usage_log_disabled" {
 		t.Fatalf("%d %s", a.Status, a.Body)
