@@ -16,8 +16,10 @@ import (
 const (
 	DefaultRetention = 30 * 24 * time.Hour
 	DefaultBuffer    = 10_000
-	// maxBatch bounds the rows of one write transaction.
-	maxBatch = 512
+	// maxBatch bounds the rows of one write transaction; batchWait is the
+	// longest a row waits for others to share its commit.
+	maxBatch  = 512
+	batchWait = 100 * time.Millisecond
 	// pruneEvery is how often rows past their retention are deleted, in
 	// batches of pruneBatch.
 	pruneEvery = time.Minute
@@ -46,9 +48,9 @@ type Options struct {
 }
 
 // Log records rows off the request path: Record queues (never blocks),
-// one writer goroutine writes whatever queued while the previous batch
-// was written as the next batch, in one transaction (group commit without
-// a timer: a lone row is written at once, a burst in few transactions).
+// one writer goroutine collects rows for up to 100 ms (or 512 of them)
+// and writes them in one transaction, so that a commit's cost is shared
+// by every row that arrived meanwhile.
 type Log struct {
 	db  *DB
 	clk clock.Clock
@@ -165,9 +167,19 @@ func (l *Log) run() {
 	for {
 		select {
 		case r := <-l.ch:
-			batch = append(batch[:0], r)
-			batch = l.drainInto(batch)
+			var ack chan struct{}
+			var stop bool
+			batch, ack, stop = l.collect(append(batch[:0], r))
 			l.write(batch)
+			if ack != nil || stop {
+				l.drainAll(batch)
+			}
+			if ack != nil {
+				close(ack)
+			}
+			if stop {
+				return
+			}
 		case ack := <-l.flushC:
 			l.drainAll(batch)
 			close(ack)
@@ -179,6 +191,27 @@ func (l *Log) run() {
 			return
 		}
 	}
+}
+
+// collect adds rows to batch for up to batchWait, or until it is full, a
+// Flush asks (ack) or Close does (stop). Rows wait a little so that a
+// commit (tens of µs) is shared by many of them: nobody waits for a row.
+func (l *Log) collect(batch []Row) ([]Row, chan struct{}, bool) {
+	timer, cancel := l.clk.After(batchWait)
+	defer cancel()
+	for len(batch) < maxBatch {
+		select {
+		case r := <-l.ch:
+			batch = append(batch, r)
+		case <-timer:
+			return batch, nil, false
+		case ack := <-l.flushC:
+			return l.drainInto(batch), ack, false
+		case <-l.stop:
+			return l.drainInto(batch), nil, true
+		}
+	}
+	return batch, nil, false
 }
 
 // drainInto adds what is queued now to batch, up to maxBatch.
