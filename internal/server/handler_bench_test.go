@@ -8,11 +8,13 @@ import (
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 
 	"switchboard/internal/config"
+	"switchboard/internal/usagelog"
 )
 
 // cannedRT answers every request at once with one chat completion: the
@@ -64,12 +66,23 @@ store:
 	}
 	s := New(slog.New(slog.NewTextHandler(io.Discard, &slog.HandlerOptions{Level: slog.LevelWarn})), nil, &http.Client{Transport: rt})
 	s.Apply(cfg)
+	// The same gateway with the usage log on (its writer included).
+	logged := New(slog.New(slog.NewTextHandler(io.Discard, &slog.HandlerOptions{Level: slog.LevelWarn})), nil, &http.Client{Transport: rt})
+	db, err := usagelog.Open(filepath.Join(b.TempDir(), usagelog.DefaultFile))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer db.Close()
+	ul := usagelog.NewLog(db, usagelog.Options{Buffer: 1 << 20})
+	defer ul.Close()
+	logged.SetUsageLog(ul)
+	logged.Apply(cfg)
 	target, _ := url.Parse("http://upstream.invalid")
 	rp := &httputil.ReverseProxy{Rewrite: func(pr *httputil.ProxyRequest) { pr.SetURL(target) }, FlushInterval: -1, Transport: rt}
 	for _, tc := range []struct {
 		name string
 		h    http.Handler
-	}{{"gateway", s.Handler()}, {"reverseproxy", rp}} {
+	}{{"gateway", s.Handler()}, {"gateway-usage-log", logged.Handler()}, {"reverseproxy", rp}} {
 		b.Run(tc.name, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
