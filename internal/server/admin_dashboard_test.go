@@ -26,6 +26,9 @@ auth:
     k-acme-2: {tenant: acme, budget_usd: 10}
     k-beta: {tenant: beta, rpm: 50, daily_requests: 1000}
     k-admin: {tenant: ops, role: admin}
+# Sliding: an admission counts for exactly 60 s, so the headroom a test
+# reads does not refill while it runs.
+limits: {window: {rpm: sliding}}
 `
 
 // overviewTraffic sends a few requests per key and waits for their rows.
