@@ -293,3 +293,50 @@ func TestModelFallbackRateLimitDoesNotWaitForReset(t *testing.T) {
 		t.Errorf("s1 called %d times, want 2 (one attempt a request; a paused provider is still tried when it is the only one)", n)
 	}
 }
+
+// Vendors' own refusals through the translating providers, from real HTTP
+// upstreams: an Anthropic "prompt is too long" 400 and a Gemini answer
+// whose prompt was blocked for safety each hand the request to the
+// fallback model, unary and streamed.
+func TestModelFallbackFromTranslatedVendors(t *testing.T) {
+	anth := newUpstream(t, func(w http.ResponseWriter, r *http.Request, body []byte) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusBadRequest)
+		w.Write([]byte(`{"type":"error","error":{"type":"invalid_request_error","message":"prompt is too long: 208656 tokens > 200000 maximum"}}`))
+	})
+	const blocked = `{"promptFeedback":{"blockReason":"SAFETY"},"usageMetadata":{"promptTokenCount":5,"totalTokenCount":5}}`
+	gem := newUpstream(t, func(w http.ResponseWriter, r *http.Request, body []byte) {
+		if strings.Contains(r.URL.Path, "streamGenerateContent") {
+			w.Header().Set("Content-Type", "text/event-stream")
+			w.Write([]byte("data: " + blocked + "\r\n\r\n"))
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.Write([]byte(blocked))
+	})
+	g := startGateway(t, `providers:
+  an: {type: anthropic, base_url: `+anth.URL+`/v1, api_key: up-key}
+  ge: {type: gemini, base_url: `+gem.URL+`/v1beta, api_key: up-key}
+  sim: {type: mock, mock: {tokens: 3}}
+models:
+  - {name: claude, providers: [{provider: an, model: claude-x}], fallbacks: {models: [spare], on: [context_window]}}
+  - {name: gemini, providers: [{provider: ge, model: gemini-x}], fallbacks: {models: [spare], on: [content_policy]}}
+  - {name: spare, providers: [{provider: sim, model: spare-1}]}
+retries: {max_attempts: 1, max_rounds: 1}
+`)
+	for _, model := range []string{"claude", "gemini"} {
+		for _, stream := range []bool{false, true} {
+			body := `{"model":"` + model + `","messages":[{"role":"user","content":"hi"}]}`
+			if stream {
+				body = `{"model":"` + model + `","stream":true,"messages":[{"role":"user","content":"hi"}]}`
+			}
+			a := g.post("/v1/chat/completions", body)
+			if a.Status != 200 || a.Header.Get(FallbackModelHeader) != "spare" || a.Header.Get("X-Switchboard-Model") != model {
+				t.Errorf("%s stream=%v: %d fallback %q: %s", model, stream, a.Status, a.Header.Get(FallbackModelHeader), a.Body)
+			}
+		}
+	}
+	if len(anth.bodies) != 2 || len(gem.bodies) != 2 {
+		t.Errorf("upstream calls: anthropic %d, gemini %d; want 2 each", len(anth.bodies), len(gem.bodies))
+	}
+}
