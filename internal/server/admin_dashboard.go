@@ -59,9 +59,10 @@ func (s *Server) handleAdminOverview(w http.ResponseWriter, r *http.Request) {
 	since := now.Add(-overviewWindow)
 	var byKey, byTenant map[string]usagelog.Group
 	var series []usagelog.Group
-	logOn := s.usage != nil
+	ul := s.UsageLog()
+	logOn := ul != nil
 	if logOn {
-		db := s.usage.DB()
+		db := ul.DB()
 		f := usagelog.Filter{From: since}
 		var err error
 		if byKey, err = groupsBy(ctx, db, f, "key"); err == nil {

@@ -1,12 +1,13 @@
 package server
 
 import (
-	"context"
 	"fmt"
 	"strings"
 	"testing"
 
 	"github.com/tidwall/gjson"
+
+	"switchboard/internal/usagelog"
 )
 
 // usageAdminYAML: two budgeted keys of one tenant, a tenant with limits, an
@@ -32,7 +33,7 @@ limits: {window: {rpm: sliding}}
 `
 
 // overviewTraffic sends a few requests per key and waits for their rows.
-func overviewTraffic(t *testing.T, g *gateway, flush func(context.Context) error) {
+func overviewTraffic(t *testing.T, g *gateway, ul *usagelog.Log) {
 	t.Helper()
 	for i, key := range []string{"k-acme", "k-acme-2", "k-beta", "k-beta", "k-acme", "k-beta"} {
 		body := fmt.Sprintf(`{"model":%q,"max_tokens":20,"messages":[{"role":"user","content":"hi"}]}`, []string{"plain", "other"}[i%2])
@@ -40,9 +41,7 @@ func overviewTraffic(t *testing.T, g *gateway, flush func(context.Context) error
 			t.Fatalf("%d %s", a.Status, a.Body)
 		}
 	}
-	if err := flush(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	waitRows(t, ul, 6)
 }
 
 // TestAdminOverview: the admin page's data lists every tenant with its
@@ -50,7 +49,7 @@ func overviewTraffic(t *testing.T, g *gateway, flush func(context.Context) error
 // usage, and usage by model per hour; only for an admin.
 func TestAdminOverview(t *testing.T) {
 	g, _, ul := usageGateway(t, usageAdminYAML)
-	overviewTraffic(t, g, ul.Flush)
+	overviewTraffic(t, g, ul)
 	a := g.get("/admin/v1/overview", "Authorization", "Bearer k-admin")
 	if a.Status != 200 {
 		t.Fatalf("%d %s", a.Status, a.Body)
@@ -101,7 +100,7 @@ func TestAdminOverview(t *testing.T) {
 func TestAdminPageInChromium(t *testing.T) {
 	bin := chromiumBin(t)
 	g, _, ul := usageGateway(t, usageAdminYAML)
-	overviewTraffic(t, g, ul.Flush)
+	overviewTraffic(t, g, ul)
 	dom := chromiumDOM(t, bin, g.URL+"/admin#token=k-admin")
 	for _, want := range []string{`data-tenant="acme"`, `data-tenant="beta"`, `data-budget="acme"`, `data-headroom="rpm"`,
 		`47 of 50 left`, `of $10.00`, `data-key="cfg-`, `class="badge admin"`, `data-chart="usage-by-model"`,

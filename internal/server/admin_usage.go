@@ -27,7 +27,7 @@ func (s *Server) usageRoutes(mux *http.ServeMux) {
 // when it answered (400 naming the parameter, or 404 when the usage log
 // is off).
 func (s *Server) usageQuery(w http.ResponseWriter, r *http.Request, kind string) *usagelog.Query {
-	if s.usage == nil {
+	if s.UsageLog() == nil {
 		writeError(w, OpenAI, &apiError{Status: http.StatusNotFound, Type: "invalid_request_error", Code: "usage_log_disabled",
 			Message: "the usage log is off on this gateway (usage_log.enabled: false)"})
 		return nil
@@ -59,7 +59,7 @@ func (s *Server) handleAdminUsage(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), queryTimeout)
 	defer cancel()
-	groups, total, err := s.usage.DB().Summary(ctx, q)
+	groups, total, err := s.UsageLog().DB().Summary(ctx, q)
 	if err != nil {
 		s.queryFailed(w, r, err)
 		return
@@ -80,7 +80,7 @@ func (s *Server) handleAdminRequests(w http.ResponseWriter, r *http.Request) {
 	if q == nil {
 		return
 	}
-	db := s.usage.DB()
+	db := s.UsageLog().DB()
 	if q.Format == usagelog.FormatJSON {
 		ctx, cancel := context.WithTimeout(r.Context(), queryTimeout)
 		defer cancel()

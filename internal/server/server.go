@@ -79,7 +79,7 @@ type Server struct {
 	// adminSvc runs the admin API's changes (see SetAdminStore).
 	adminSvc *admin.Service
 	// usage is the per-request usage log (nil: off).
-	usage  *usagelog.Log
+	usage  atomic.Pointer[usagelog.Log]
 	jobMux sync.Once
 	jobH   http.Handler
 	proxy  *proxy.Proxy
@@ -216,8 +216,8 @@ func (s *Server) Apply(cfg *config.Config) {
 	if l := s.conns.Load(); l != nil {
 		l.SetMax(maxConnections(cfg))
 	}
-	if s.usage != nil {
-		s.usage.SetRetention(cfg.UsageLog.Retention.D())
+	if l := s.UsageLog(); l != nil {
+		l.SetRetention(cfg.UsageLog.Retention.D())
 	}
 }
 

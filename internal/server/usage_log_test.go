@@ -20,6 +20,7 @@ import (
 	"switchboard/internal/clock"
 	"switchboard/internal/config"
 	"switchboard/internal/store"
+	"switchboard/internal/store/redistest"
 	"switchboard/internal/usagelog"
 )
 
@@ -80,6 +81,30 @@ func billingUpstream(t *testing.T) string {
 	}))
 	t.Cleanup(ts.Close)
 	return ts.URL
+}
+
+// waitRows waits until l holds want rows: a handler records its row as
+// it returns, which may be just after its client has the answer.
+func waitRows(t *testing.T, l *usagelog.Log, want int64) {
+	t.Helper()
+	ctx := context.Background()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if err := l.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+		n, err := l.DB().Count(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n == want {
+			return
+		}
+		if n > want || time.Now().After(deadline) {
+			t.Fatalf("%d usage rows, want one per request: %d", n, want)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }
 
 // usageYAML: three tenants (two budgeted, one not), a model whose first
@@ -143,15 +168,10 @@ func TestUsageSumsEqualLedger(t *testing.T) {
 		}(i)
 	}
 	wg.Wait()
+	waitRows(t, ul, n)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := ul.Flush(ctx); err != nil {
-		t.Fatal(err)
-	}
 	db := ul.DB()
-	if c, err := db.Count(ctx); err != nil || c != n {
-		t.Fatalf("%d rows (%v), want one per request: %d", c, err, n)
-	}
 	groups, err := db.Summarize(ctx, usagelog.Filter{}, []string{"tenant"})
 	if err != nil {
 		t.Fatal(err)
@@ -220,10 +240,7 @@ func TestAdminUsageAPI(t *testing.T) {
 		"Authorization", "Bearer k-acme"); a.Status == 200 {
 		t.Fatalf("the oversized request passed: %s", a.Body)
 	}
-	ctx := context.Background()
-	if err := ul.Flush(ctx); err != nil {
-		t.Fatal(err)
-	}
+	waitRows(t, ul, 10)
 	admin := []string{"Authorization", "Bearer k-admin"}
 
 	a := g.get("/admin/v1/usage?group_by=tenant", admin...)
@@ -329,5 +346,57 @@ func TestAdminUsageOff(t *testing.T) {
 	a := g.get("/admin/v1/usage", "Authorization", "Bearer k-admin")
 	if a.Status != 404 || gjson.Get(a.Body, "error.code").String() != "usage_log_disabled" {
 		t.Fatalf("%d %s", a.Status, a.Body)
+	}
+}
+
+// TestQueueUsageRowByWorker: with the queue on, the worker that runs a
+// request writes its row (once, with the ingress's request id); the
+// ingress writes none.
+func TestQueueUsageRowByWorker(t *testing.T) {
+	srv := redistest.Start(t)
+	yaml := mockYAML("m", "a") + "auth:\n  keys:\n    sk-acme: {tenant: acme}\n"
+	reps := startQueued(t, srv, yaml, "", ingressOnly, workerOnly)
+	var logs []*usagelog.Log
+	for _, r := range reps {
+		db, err := usagelog.Open(filepath.Join(t.TempDir(), usagelog.DefaultFile))
+		if err != nil {
+			t.Fatal(err)
+		}
+		l := usagelog.NewLog(db, usagelog.Options{})
+		t.Cleanup(func() { l.Close(); db.Close() })
+		r.SetUsageLog(l)
+		logs = append(logs, l)
+	}
+	a := reps[0].post("/v1/chat/completions", chatBody, "Authorization", "Bearer sk-acme", "X-Request-Id", "req-queued-1")
+	if a.Status != 200 {
+		t.Fatalf("%d %s", a.Status, a.Body)
+	}
+	ctx := context.Background()
+	// The worker records its row as its handler returns, which may be just
+	// after the ingress relayed the answer.
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		var counts []int64
+		for _, l := range logs {
+			if err := l.Flush(ctx); err != nil {
+				t.Fatal(err)
+			}
+			n, err := l.DB().Count(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			counts = append(counts, n)
+		}
+		if counts[0] == 0 && counts[1] == 1 {
+			break
+		}
+		if counts[0] != 0 || counts[1] > 1 || time.Now().After(deadline) {
+			t.Fatalf("rows: ingress %d, worker %d; want 0 and 1", counts[0], counts[1])
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	rows, _, err := logs[1].DB().List(ctx, usagelog.Filter{}, 0, 10)
+	if err != nil || rows[0].RequestID != "req-queued-1" || rows[0].Tenant != "acme" || rows[0].Status != 200 || rows[0].Provider != "a" {
+		t.Fatalf("%+v %v", rows, err)
 	}
 }

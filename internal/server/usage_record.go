@@ -10,12 +10,11 @@ import (
 	"switchboard/internal/usagelog"
 )
 
-// SetUsageLog sets the per-request usage log (nil: off). Set it before
-// serving.
-func (s *Server) SetUsageLog(l *usagelog.Log) { s.usage = l }
+// SetUsageLog sets the per-request usage log (nil: off).
+func (s *Server) SetUsageLog(l *usagelog.Log) { s.usage.Store(l) }
 
 // UsageLog is the usage log (nil when off).
-func (s *Server) UsageLog() *usagelog.Log { return s.usage }
+func (s *Server) UsageLog() *usagelog.Log { return s.usage.Load() }
 
 // usageRecord is one request's usage-log row in the making: the attempt
 // loop's permits add their settled charges to tally (see admit.Tally),
@@ -33,7 +32,7 @@ type usageRecordKey struct{}
 // metrics, not here). It returns the writer and request to serve with; u
 // is nil when the usage log is off.
 func (s *Server) beginUsage(w http.ResponseWriter, r *http.Request, in *incoming, ep provider.Endpoint) (http.ResponseWriter, *http.Request, *usageRecord) {
-	if s.usage == nil {
+	if s.UsageLog() == nil {
 		return w, r, nil
 	}
 	u := &usageRecord{w: &usageWriter{ResponseWriter: w}}
@@ -61,7 +60,7 @@ func (s *Server) endUsage(r *http.Request, u *usageRecord) {
 		u.row.Status = 499 // nothing was written: the client left first
 	}
 	u.row.DurationMs = s.Clock.Now().Sub(u.row.Time).Milliseconds()
-	s.usage.Record(u.row)
+	s.UsageLog().Record(u.row)
 }
 
 // do serves the call (the attempt loop and the model's fallbacks), noting
