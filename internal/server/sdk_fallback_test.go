@@ -7,15 +7,17 @@ import (
 	"net/http"
 	"testing"
 
+	"github.com/anthropics/anthropic-sdk-go/v2"
+	aoption "github.com/anthropics/anthropic-sdk-go/v2/option"
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 )
 
-// TestOpenAISDKSeesFallbackModel: an upstream (a real HTTP server) that
+// TestSDKsSeeFallbackModel: an upstream (a real HTTP server) that
 // refuses the prompt as too long for its context window; the official
-// SDK gets the fallback model's answer, unaware, and the headers say
-// which model served.
-func TestOpenAISDKSeesFallbackModel(t *testing.T) {
+// SDKs (OpenAI, Anthropic) get the fallback model's answer, unaware, and
+// the headers say which model served.
+func TestSDKsSeeFallbackModel(t *testing.T) {
 	u := newUpstream(t, func(w http.ResponseWriter, r *http.Request, body []byte) {
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusBadRequest)
@@ -51,5 +53,17 @@ models:
 	}
 	if len(u.bodies) != 1 {
 		t.Errorf("upstream called %d times, want once", len(u.bodies))
+	}
+
+	// The Anthropic SDK on /v1/messages: the same fallback, in its shape.
+	ac := anthropic.NewClient(aoption.WithBaseURL(g.URL), aoption.WithAPIKey("unused"), aoption.WithMaxRetries(0))
+	var aresp *http.Response
+	msg, err := ac.Messages.New(context.Background(), anthropic.MessageNewParams{Model: "small", MaxTokens: 16,
+		Messages: []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("hello"))}}, aoption.WithResponseInto(&aresp))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(msg.Model) != "large-128k" || len(msg.Content) == 0 || aresp.Header.Get("X-Switchboard-Fallback-Model") != "large" {
+		t.Fatalf("anthropic SDK: model %q, fallback header %q, content %+v", msg.Model, aresp.Header.Get("X-Switchboard-Fallback-Model"), msg.Content)
 	}
 }
