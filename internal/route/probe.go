@@ -37,6 +37,10 @@ type Prober struct {
 	OnProbe func(model, provider string, ok bool)
 	// OnSwitch is told each auto-switch (persistence, logs); nil = ignored.
 	OnSwitch func(model, from, to string)
+	// Serving names the provider a model's requests go to now, measured by
+	// its own traffic and so not probed (the first choice of its routing
+	// policy); nil = the measured active provider.
+	Serving func(r *Route) string
 
 	maxPerMinute atomic.Int64 // 0 = unlimited
 	mu           sync.Mutex
@@ -66,10 +70,13 @@ func (p *Prober) Probe(r *Route) bool {
 	}
 	sel := Measured{Stats: p.Stats}
 	active := sel.Active(r)
+	if p.Serving != nil {
+		active = p.Serving(r)
+	}
 	var targets []*Candidate
 	for _, c := range r.Candidates {
-		// The active provider is measured by its own traffic; it is probed
-		// only while it has too few samples to compare.
+		// The serving provider is measured by its own traffic; it is
+		// probed only while it has too few samples to compare.
 		if c.Provider == active && p.Stats.Metrics(r.Model.Name, active).Scored {
 			continue
 		}

@@ -152,10 +152,18 @@ performance: {probe_interval: 1}
 		t.Fatalf("unmeasured: served by %q, want slow (the primary)", by)
 	}
 	g.Prober.Wait() // measures quick
+	stream(t, g)    // quick's second sample
+	g.Prober.Wait()
+	slowCalls := g.mock("slow").Calls()
 	for i := range 3 {
 		if by := stream(t, g); by != "quick" {
 			t.Fatalf("request %d served by %q after measuring, want quick", i, by)
 		}
 		g.Prober.Wait()
+	}
+	// Probes measure the provider the policy does not use (slow), not the
+	// one its traffic measures already (quick).
+	if n := g.mock("slow").Calls() - slowCalls; n != 3 {
+		t.Errorf("slow probed %d times over 3 requests, want 3", n)
 	}
 }

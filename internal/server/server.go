@@ -133,6 +133,7 @@ func New(log *slog.Logger, clk clock.Clock, client *http.Client) *Server {
 		Buffers: provider.NewBudget(512 << 20)} // the configured limit is set by Apply
 	s.selector = &route.Selector{Stats: s.Stats, Busy: &route.Busy{}}
 	s.proxy.Busy = s.selector.Busy
+	s.Prober.Serving = s.preferred // e.g. lowest_latency probes the others, not the one it uses
 	return s
 }
 
