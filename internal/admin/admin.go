@@ -20,6 +20,8 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"slices"
+	"strings"
 	"time"
 
 	"switchboard/internal/config"
@@ -164,6 +166,7 @@ func (s *State) Issued(now time.Time) *tenant.Issued {
 		}
 		is.Keys = append(is.Keys, ik)
 	}
+	slices.SortFunc(is.Keys, func(a, b tenant.IssuedKey) int { return strings.Compare(a.ID, b.ID) }) // a stable table
 	return is
 }
 
