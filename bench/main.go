@@ -10,6 +10,7 @@
 //	bench report [--md] latest.json       re-render a saved run
 //	bench compare a.json b.json ...       medians of the targets over runs
 //	bench soak --gateway PATH [--duration 10m]   long mixed load with faults: leaks?
+//	bench hedge --gateway PATH            TTFT tail with hedging off and on (see hedge.go)
 //
 // Every part runs in its own process so that each one's CPU time and RSS
 // can be read from /proc. ./scripts/bench builds everything and runs it;
@@ -50,8 +51,10 @@ func dispatch(args []string) int {
 		return compareMain(args)
 	case "soak":
 		return soakMain(args)
+	case "hedge":
+		return hedgeMain(args)
 	}
-	fmt.Fprintf(os.Stderr, "bench: unknown command %q (run, upstream, baseline, loadgen, report, compare, soak)\n", cmd)
+	fmt.Fprintf(os.Stderr, "bench: unknown command %q (run, upstream, baseline, loadgen, report, compare, soak, hedge)\n", cmd)
 	return 2
 }
 

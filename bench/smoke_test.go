@@ -8,6 +8,7 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestMain lets the harness re-execute the test binary as its children
@@ -106,6 +107,25 @@ func TestSmoke(t *testing.T) {
 		t.Errorf("latest.json does not round-trip the report")
 	}
 	if _, err := os.Stat(filepath.Join(out, "latest.md")); err != nil {
+		t.Error(err)
+	}
+
+	// The hedge mode, on the same binary: every setting served every
+	// request, and the upstreams saw at least one call per request.
+	hr, err := Hedge(HedgeOptions{Gateway: gw, Out: out, Requests: 40, Concurrency: 4, Warm: 10, TTFT: 2 * time.Millisecond,
+		TailFrac: 0.1, TailMult: 20, Afters: []string{"5ms", "p90"}, Progress: testWriter{t}})
+	if err != nil {
+		t.Fatalf("hedge mode: %v", err)
+	}
+	if len(hr.Runs) != 3 {
+		t.Fatalf("hedge mode ran %d settings, want 3", len(hr.Runs))
+	}
+	for _, r := range hr.Runs {
+		if r.Errors > 0 || r.TTFTP50 <= 0 || r.Calls < int64(r.Requests) {
+			t.Errorf("hedge %s: errors %d, p50 %v ms, %d calls for %d requests", r.Setting, r.Errors, r.TTFTP50, r.Calls, r.Requests)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(out, "hedge-latest.md")); err != nil {
 		t.Error(err)
 	}
 }

@@ -106,28 +106,12 @@ func Soak(gw, out string, d time.Duration, clients int, progress io.Writer) (*So
 	if err := os.WriteFile(cfg, []byte(soakConfig(upURL)), 0o600); err != nil {
 		return nil, err
 	}
-	addr, err := freePort()
+	cmd, addr, err := serveGateway(gw, cfg, dir, filepath.Join(out, "soak-gateway.log"))
 	if err != nil {
-		return nil, err
-	}
-	logPath := filepath.Join(out, "soak-gateway.log")
-	lf, err := os.Create(logPath)
-	if err != nil {
-		return nil, err
-	}
-	defer lf.Close()
-	cmd := exec.Command(gw, "serve", "--config", cfg, "--listen", addr)
-	cmd.Env = append(os.Environ(), "STATE_DIR="+dir)
-	cmd.Stdout, cmd.Stderr = lf, lf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
 	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
 	base := "http://" + addr
-	if err := waitHealthy(base); err != nil {
-		return nil, fmt.Errorf("%v%s", err, tail(logPath))
-	}
 
 	rep := &SoakReport{Started: time.Now().UTC(), Duration: d.String(), Clients: clients, Requests: map[string]int{}}
 	var mu sync.Mutex
@@ -219,6 +203,32 @@ auth: {token: ` + soakToken + `}
 logging: {level: warn}
 store: {backend: memory}
 `
+}
+
+// serveGateway starts gw serve on cfg with STATE_DIR stateDir, its output
+// to logPath, and waits until it is healthy; the caller kills cmd.
+func serveGateway(gw, cfg, stateDir, logPath string) (cmd *exec.Cmd, addr string, err error) {
+	if addr, err = freePort(); err != nil {
+		return nil, "", err
+	}
+	lf, err := os.Create(logPath)
+	if err != nil {
+		return nil, "", err
+	}
+	defer lf.Close()
+	cmd = exec.Command(gw, "serve", "--config", cfg, "--listen", addr)
+	cmd.Env = append(os.Environ(), "STATE_DIR="+stateDir)
+	cmd.Stdout, cmd.Stderr = lf, lf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		return nil, "", err
+	}
+	if err := waitHealthy("http://" + addr); err != nil {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		return nil, "", fmt.Errorf("%v%s", err, tail(logPath))
+	}
+	return cmd, addr, nil
 }
 
 func waitHealthy(base string) error {
