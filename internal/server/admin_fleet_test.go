@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -20,6 +21,7 @@ import (
 	"switchboard/internal/queue"
 	"switchboard/internal/store"
 	"switchboard/internal/store/redistest"
+	"switchboard/internal/usagelog"
 )
 
 // startAdminFleet serves yaml on n replicas sharing one redis-server for
@@ -54,6 +56,15 @@ func startAdminFleet(t *testing.T, n int, yaml string) ([]*gateway, *redistest.S
 		}
 		t.Cleanup(func() { c.Close() })
 		s := New(log, nil, nil)
+		// Each replica writes its own usage log file (rows of the requests
+		// it served).
+		db, err := usagelog.Open(filepath.Join(t.TempDir(), usagelog.DefaultFile))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ul := usagelog.NewLog(db, usagelog.Options{Registerer: s.Metrics.Registry, Log: log})
+		t.Cleanup(func() { ul.Close(); db.Close() })
+		s.SetUsageLog(ul)
 		s.Admission = admit.New(st, s.Clock, s.Metrics.Registry)
 		s.JoinFleet(st)
 		if err := s.SetAdminStore(ctx, admin.NewRedis(c)); err != nil {
@@ -94,15 +105,19 @@ func untilStatus(fleet []*gateway, key string, want int, limit time.Duration) []
 	return took
 }
 
-// TestAdminFleetRevoke: a key created on one replica of a 3-replica fleet
-// (one real redis-server) works on every replica within a second; revoked
-// on another replica, it gets 401 on every replica within a second. Tenant
+// TestAdminFleetRevoke is the issue's end-to-end test: a key created on
+// one replica of a 3-replica fleet (one real redis-server) works on every
+// replica within a second; its requests have usage rows naming it, whose
+// cost sums to the ledger's settled spend to the nano-USD; revoked on
+// another replica, it gets 401 on every replica within a second. Tenant
 // keys are refused by the admin API on every replica.
 func TestAdminFleetRevoke(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts redis-server")
 	}
-	fleet, _ := startAdminFleet(t, 3, mockYAML("m", "a")+`auth:
+	fleet, _ := startAdminFleet(t, 3, mockYAML("m", "a")+`pricing:
+  a: {a-model: {input: 3, output: 15, context: 10000, max_output: 100}}
+auth:
   keys:
     sk-ops: {tenant: ops, role: admin}
     sk-acme: {tenant: acme}
@@ -122,6 +137,35 @@ func TestAdminFleetRevoke(t *testing.T) {
 	} else {
 		t.Logf("created on replica 1; usable on replicas 1-3 after %s", slogDurations(took))
 	}
+	// Each replica's usage rows name the key; their cost, summed over the
+	// fleet, is the ledger's settled spend of its tenant, to the nano-USD.
+	var rows, cost int64
+	for i, g := range fleet {
+		if err := g.UsageLog().Flush(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		a := g.get("/admin/v1/requests?key="+id, "Authorization", "Bearer sk-ops")
+		for _, r := range gjson.Get(a.Body, "data").Array() {
+			if r.Get("key_id").String() != id || r.Get("tenant").String() != "acme" || r.Get("status").Int() != 200 || r.Get("cost_nano_usd").Int() <= 0 {
+				t.Errorf("replica %d: usage row %s", i+1, r.Raw)
+			}
+			rows++
+		}
+		u := g.get("/admin/v1/usage?group_by=key&key="+id, "Authorization", "Bearer sk-ops")
+		cost += gjson.Get(u.Body, "total.cost_nano_usd").Int()
+	}
+	settled := func() int64 {
+		u := fleet[2].get("/v1/usage", "Authorization", "Bearer "+secret)
+		return gjson.Get(u.Body, "spend.settled_nano_usd").Int()
+	}
+	for start := time.Now(); settled() != cost && time.Since(start) < 5*time.Second; {
+		time.Sleep(10 * time.Millisecond) // settlements land just after the answers
+	}
+	if rows < 3 || cost <= 0 || settled() != cost {
+		t.Errorf("%d usage rows cost %d nano-USD; the ledger settled %d", rows, cost, settled())
+	}
+	t.Logf("%d usage rows of %s over 3 replicas, %d nano-USD = the ledger's settled spend", rows, id, cost)
+
 	req, _ := http.NewRequest(http.MethodDelete, fleet[1].URL+"/admin/v1/keys/"+id, nil)
 	req.Header.Set("Authorization", "Bearer sk-ops")
 	if a := fleet[1].do(req); a.Status != 200 {
