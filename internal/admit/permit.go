@@ -60,16 +60,6 @@ func (p *Permit) Reserved() int64 {
 	return p.hold.Held + p.restored.Load()
 }
 
-// noopEnd runs f once for an unmetered permit (no slot, no ledger).
-func (p *Permit) noopEnd(f func()) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if !p.done {
-		p.done = true
-		f()
-	}
-}
-
 // Cost is the nano-USD the attempt costs its budget so far: what Settle or
 // Fail charged, plus what it still holds (all of it after Keep).
 func (p *Permit) Cost() int64 {
@@ -84,9 +74,11 @@ func (p *Permit) Cost() int64 {
 	return p.charged + p.hold.Held
 }
 
-// finish runs f once, then releases the slot.
-func (p *Permit) finish(f func()) {
-	if p == nil || p.noop {
+// finish runs f once (for a metered permit; noop is run for an
+// unmetered one), then releases the slot and tells the request's tally
+// that this attempt ended.
+func (p *Permit) finish(f func(), noop func()) {
+	if p == nil {
 		return
 	}
 	p.mu.Lock()
@@ -95,12 +87,17 @@ func (p *Permit) finish(f func()) {
 		return
 	}
 	p.done = true
-	f()
+	if !p.noop {
+		f()
+	} else if noop != nil {
+		noop()
+	}
 	rel := p.release
 	p.mu.Unlock()
 	if rel != nil {
 		rel()
 	}
+	p.tally.ended()
 }
 
 func (p *Permit) fill(st *store.Settlement) {
@@ -147,10 +144,6 @@ func (p *Permit) settle(st *store.Settlement) bool {
 // never below a partial bill seen before). An unpriced hold with no
 // stated cost stays held.
 func (p *Permit) Settle(u Usage) {
-	if p != nil && p.noop {
-		p.noopEnd(func() { p.c.unmetered(p, u) })
-		return
-	}
 	p.finish(func() {
 		actual := u.Tokens()
 		st := &store.Settlement{TokenDelta: actual - p.est, Final: true,
@@ -171,7 +164,7 @@ func (p *Permit) Settle(u Usage) {
 		p.tally.add(u, charge, 0)
 		p.charged = charge
 		p.end(st, func(ok bool) { p.ended(ok, held, charge) })
-	})
+	}, func() { p.c.unmetered(p, u) })
 }
 
 // ended accounts for a settlement that replaced held by charge.
@@ -190,7 +183,7 @@ func (p *Permit) Keep() {
 	p.finish(func() {
 		p.tally.add(Usage{}, 0, p.hold.Held)
 		p.end(&store.Settlement{State: store.StateKept, Held: p.hold.Held}, func(bool) {})
-	})
+	}, nil)
 }
 
 // Fail ends an attempt that got a definite upstream error before any
@@ -207,7 +200,7 @@ func (p *Permit) Fail() {
 		p.charged = charge
 		p.end(&store.Settlement{ReservedDelta: -held, SettledDelta: charge, State: store.StateFailed,
 			Cost: charge, Final: true}, func(ok bool) { p.ended(ok, held, charge) })
-	})
+	}, nil)
 }
 
 // Partial takes a non-terminal usage snapshot (e.g. a stream's running

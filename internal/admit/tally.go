@@ -19,6 +19,11 @@ import (
 type Tally struct {
 	mu sync.Mutex
 	t  TallyTotals
+	// open counts attempts admitted and not yet ended; closed is set by
+	// Close, and then done runs once open is 0.
+	open   int
+	closed bool
+	done   func(TallyTotals)
 }
 
 // TallyTotals are a request's sums over its attempts.
@@ -47,14 +52,26 @@ func tallyOf(ctx context.Context) *Tally {
 	return t
 }
 
-// Totals returns the sums so far.
-func (t *Tally) Totals() TallyTotals {
-	if t == nil {
-		return TallyTotals{}
-	}
+// Close calls done with the totals once every attempt admitted under the
+// tally has ended: at once if they all have, else when the last does (a
+// hedge's losing side may finish after the request has answered). Call it
+// once, when no attempt will start any more.
+func (t *Tally) Close(done func(TallyTotals)) {
 	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.t
+	t.closed, t.done = true, done
+	t.fire()
+}
+
+// fire runs done, unlocking t, when the request is closed and idle.
+func (t *Tally) fire() {
+	if !t.closed || t.open > 0 || t.done == nil {
+		t.mu.Unlock()
+		return
+	}
+	done, totals := t.done, t.t
+	t.done = nil
+	t.mu.Unlock()
+	done(totals)
 }
 
 func (t *Tally) attempt() {
@@ -63,7 +80,18 @@ func (t *Tally) attempt() {
 	}
 	t.mu.Lock()
 	t.t.Attempts++
+	t.open++
 	t.mu.Unlock()
+}
+
+// ended notes that an attempt ended (after its charge was added).
+func (t *Tally) ended() {
+	if t == nil {
+		return
+	}
+	t.mu.Lock()
+	t.open--
+	t.fire()
 }
 
 func (t *Tally) add(u Usage, cost, held int64) {

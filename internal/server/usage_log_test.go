@@ -117,6 +117,7 @@ const usageYAML = `providers:
   steady: {type: mock, mock: {tokens: 7}}
   flaky: {type: mock, mock: {tokens: 11, fail_rate: 0.33, fail_status: 503}}
   cutter: {type: mock, mock: {tokens: 9, cut_after_chunks: 3}}
+  slowpoke: {type: mock, mock: {tokens: 5, ttft_ms: 40}}
 models:
   - name: plain
     providers: [{provider: steady, model: steady-m}]
@@ -126,8 +127,12 @@ models:
     providers: [{provider: cutter, model: cutter-m}]
   - name: billed
     providers: [{provider: billing, model: bill-m}]
+  - name: hedged
+    hedge: {after: 5ms}
+    providers: [{provider: slowpoke, model: slow-m}, {provider: steady, model: steady-m}]
 pricing:
   billing: {bill-m: {input: 2, output: 8, context: 10000, max_output: 100}}
+  slowpoke: {slow-m: {input: 5, output: 25, context: 10000, max_output: 100}}
   steady: {steady-m: {input: 3, output: 15, context: 10000, max_output: 100}}
   flaky: {flaky-m: {input: 1.1, output: 4.4, context: 10000, max_output: 100}}
   cutter: {cutter-m: {input: 0.7, output: 2.9, context: 10000, max_output: 100}}
@@ -140,14 +145,16 @@ auth:
 `
 
 // TestUsageSumsEqualLedger: after 1,000 mixed requests (unary and
-// streamed, chat and Messages, three tenants, three models, failures
-// with retries and fallbacks, streams cut after their first token) the
+// streamed, chat and Messages, three tenants, five models, failures
+// with retries and fallbacks, streams cut after their first token,
+// providers billing their failures, hedged races whose losers end after
+// the answer) the
 // usage log has one row per request and its costs sum, per tenant, to the
 // spend the ledger settled, to the nano-USD.
 func TestUsageSumsEqualLedger(t *testing.T) {
 	g, st, ul := usageGateway(t, strings.ReplaceAll(usageYAML, "${BILLING}", billingUpstream(t)))
 	keys := []string{"k-acme", "k-beta", "k-gamma"}
-	models := []string{"plain", "shaky", "cut", "billed"}
+	models := []string{"plain", "shaky", "cut", "billed", "hedged"}
 	const n = 1000
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, 8)
@@ -158,10 +165,10 @@ func TestUsageSumsEqualLedger(t *testing.T) {
 		go func(i int) {
 			defer wg.Done()
 			defer func() { <-sem }()
-			model := models[i%4]
-			stream := (i/4)%2 == 1
+			model := models[i%5]
+			stream := (i/5)%2 == 1
 			path, body := "/v1/chat/completions", fmt.Sprintf(`{"model":%q,"stream":%t,"max_tokens":50,"messages":[{"role":"user","content":"request %d"}]}`, model, stream, i)
-			if i%5 == 4 {
+			if i%7 == 3 {
 				path = "/v1/messages"
 			}
 			statuses[i] = g.post(path, body, "x-api-key", keys[(i/3)%3]).Status
@@ -398,5 +405,26 @@ func TestQueueUsageRowByWorker(t *testing.T) {
 	rows, _, err := logs[1].DB().List(ctx, usagelog.Filter{}, 0, 10)
 	if err != nil || rows[0].RequestID != "req-queued-1" || rows[0].Tenant != "acme" || rows[0].Status != 200 || rows[0].Provider != "a" {
 		t.Fatalf("%+v %v", rows, err)
+	}
+}
+
+// TestUsageRowWithoutAuth: with auth off nothing is metered by the
+// ledger; the row is priced from the catalog, as the answer's cost_usd.
+func TestUsageRowWithoutAuth(t *testing.T) {
+	g, _, ul := usageGateway(t, pricedYAML(""))
+	a := g.post("/v1/chat/completions", `{"model":"m","max_tokens":20,"messages":[{"role":"user","content":"hi"}]}`)
+	if a.Status != 200 {
+		t.Fatalf("%d %s", a.Status, a.Body)
+	}
+	waitRows(t, ul, 1)
+	rows, _, err := ul.DB().List(context.Background(), usagelog.Filter{}, 0, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := rows[0]
+	want := gjson.Get(a.Body, "usage.cost_usd").Float()
+	if r.Tenant != "anonymous" || r.KeyID != "" || r.Attempts != 1 || want <= 0 || float64(r.CostNano)/1e9 != want ||
+		r.PromptTokens != gjson.Get(a.Body, "usage.prompt_tokens").Int() || r.Stream || r.TTFTMs != nil {
+		t.Fatalf("row %+v; answer %s", r, a.Body)
 	}
 }

@@ -45,22 +45,26 @@ func (s *Server) beginUsage(w http.ResponseWriter, r *http.Request, in *incoming
 	return u.w, r.WithContext(ctx), u
 }
 
-// endUsage records the row. A request handed to the queue is recorded by
-// the worker that runs it, not by the ingress.
+// endUsage records the row once every attempt of the request has ended
+// (a hedge's losing side may end after the answer). A request handed to
+// the queue is recorded by the worker that runs it, not by the ingress.
 func (s *Server) endUsage(r *http.Request, u *usageRecord) {
 	if u == nil || s.queued(r) {
 		return
 	}
-	t := u.tally.Totals()
-	u.row.Attempts = t.Attempts
-	u.row.PromptTokens, u.row.CompletionTokens = t.Input, t.Output
-	u.row.CostNano, u.row.HeldNano = t.Cost, t.Held
-	u.row.Status = u.w.status
-	if u.row.Status == 0 {
-		u.row.Status = 499 // nothing was written: the client left first
+	row := u.row
+	row.Status = u.w.status
+	if row.Status == 0 {
+		row.Status = 499 // nothing was written: the client left first
 	}
-	u.row.DurationMs = s.Clock.Now().Sub(u.row.Time).Milliseconds()
-	s.UsageLog().Record(u.row)
+	row.DurationMs = s.Clock.Now().Sub(row.Time).Milliseconds()
+	l := s.UsageLog()
+	u.tally.Close(func(t admit.TallyTotals) {
+		row.Attempts = t.Attempts
+		row.PromptTokens, row.CompletionTokens = t.Input, t.Output
+		row.CostNano, row.HeldNano = t.Cost, t.Held
+		l.Record(row)
+	})
 }
 
 // do serves the call (the attempt loop and the model's fallbacks), noting
