@@ -23,7 +23,7 @@ func TestTallyWaitsForEveryAttempt(t *testing.T) {
 	}
 	bill := int64(7_000)
 	billed.Settle(Usage{Input: 3, CostNanoUSD: &bill}) // a failure the provider billed
-	winner.Settle(Usage{Input: 10, Output: 5})          // 10×10,000 + 5×20,000
+	winner.Settle(Usage{Input: 10, Output: 5})         // 10×10,000 + 5×20,000
 
 	var got []TallyTotals
 	tally.Close(func(tt TallyTotals) { got = append(got, tt) })
