@@ -69,8 +69,9 @@ func (s *side) admitted(pm *admit.Permit) {
 	}
 }
 
-// gotHeaders notes a unary attempt's response headers: the provider is
-// answering, so no further hedge is started.
+// gotHeaders notes a unary attempt's first response byte (or, for an
+// in-process provider, its answer): the provider is answering, so no
+// further hedge is started.
 func (s *side) gotHeaders() {
 	if s != nil {
 		s.r.answeredOnce.Do(func() { close(s.r.answered) })
@@ -182,6 +183,7 @@ func (p *Proxy) race(ctx context.Context, c *Call, first *route.Candidate, rest 
 			}
 		case <-answered:
 			answered, timer = nil, nil
+			stopTimer()
 		}
 	}
 }

@@ -544,6 +544,10 @@ func (p *Proxy) send(ctx context.Context, c *Call, cand *route.Candidate, req *p
 		return perr
 	}
 
+	if c.side != nil && !c.Stream {
+		// A unary answer has begun (its status line): no further hedge.
+		actx = httptrace.WithClientTrace(actx, &httptrace.ClientTrace{GotFirstResponseByte: c.side.gotHeaders})
+	}
 	sent := p.Clock.Now()
 	resp, sendErr := cand.Send.Send(actx, req)
 	stopFirstByte()

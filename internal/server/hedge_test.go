@@ -530,3 +530,71 @@ func TestHedgedBudgetStaysHard(t *testing.T) {
 		t.Fatalf("ok %d hedges %v settled %v reserved %v: %s", ok.Load(), started, settled, reserved, u.Body)
 	}
 }
+
+// TestNoHedgeOnceUnaryAnswerBegins: a unary original that has sent its
+// status line is answering, however slow its body: no hedge starts.
+func TestNoHedgeOnceUnaryAnswerBegins(t *testing.T) {
+	release := make(chan struct{})
+	var calls atomic.Int64
+	slowBody := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		calls.Add(1)
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusOK)
+		w.(http.Flusher).Flush()
+		select {
+		case <-release:
+		case <-r.Context().Done():
+			return
+		}
+		fmt.Fprint(w, `{"id":"x","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"slow body"},"finish_reason":"stop"}]}`)
+	}))
+	t.Cleanup(slowBody.Close)
+	var once sync.Once
+	free := func() { once.Do(func() { close(release) }) }
+	a := &hedgeUp{name: "a", srv: slowBody}
+	b := newHedgeUp(t, "b", false)
+	clk := clock.NewFake(time.Unix(1_700_000_000, 0))
+	g := startHedged(t, clk, []*hedgeUp{a, b}, "{after: 300ms}", "")
+	t.Cleanup(free)
+	base := clk.Waiters()
+	ch := hedgeCall(t, g, context.Background(), false)
+	// Armed: the deadline watcher and the hedge timer; the status line
+	// then stops the hedge timer.
+	waitFor(t, func() bool { return calls.Load() == 1 && clk.Waiters() == base+1 })
+	clk.Advance(time.Minute)
+	free()
+	if ans := recv(t, ch); ans.Status != 200 || ans.Body != "slow body" || b.calls.Load() != 0 {
+		t.Fatalf("answer %d %q, b called %d times", ans.Status, ans.Body, b.calls.Load())
+	}
+}
+
+// TestHedgeMaxExtra: with max_extra 2 a second hedge starts one delay
+// after the first; the third provider wins and both others are canceled.
+func TestHedgeMaxExtra(t *testing.T) {
+	a, b, c := newHedgeUp(t, "a", true), newHedgeUp(t, "b", true), newHedgeUp(t, "c", true)
+	clk := clock.NewFake(time.Unix(1_700_000_000, 0))
+	g := startHedged(t, clk, []*hedgeUp{a, b, c}, "{after: 300ms, max_extra: 2}", "")
+	base := clk.Waiters()
+	ch := hedgeCall(t, g, context.Background(), true)
+	// Each step advances once, when its timer is armed: the original's
+	// deadline watcher and the hedge timer, then the first hedge's watcher
+	// and the second hedge timer.
+	waitFor(t, func() bool { return a.calls.Load() == 1 && clk.Waiters() == base+2 })
+	clk.Advance(300 * time.Millisecond)
+	waitFor(t, func() bool { return b.calls.Load() == 1 && clk.Waiters() == base+3 })
+	if c.calls.Load() != 0 {
+		t.Fatal("second hedge with the first")
+	}
+	clk.Advance(300 * time.Millisecond)
+	waitFor(t, func() bool { return c.calls.Load() == 1 })
+	c.free()
+	if ans := recv(t, ch); ans.Body != c.want() {
+		t.Fatalf("answer %q, want c's", ans.Body)
+	}
+	waitFor(t, func() bool { return a.canceled.Load() == 1 && b.canceled.Load() == 1 })
+	g.proxy.WaitHedges()
+	h := g.Metrics.Hedge
+	if counter(h.Started, "m", "b") != 1 || counter(h.Started, "m", "c") != 1 || counter(h.Won, "m", "c", "hedge") != 1 {
+		t.Fatalf("started b %v c %v, won by c %v", counter(h.Started, "m", "b"), counter(h.Started, "m", "c"), counter(h.Won, "m", "c", "hedge"))
+	}
+}
