@@ -152,7 +152,7 @@ func (p *Proxy) race(ctx context.Context, c *Call, first *route.Candidate, rest 
 		case o := <-r.done:
 			running--
 			if o.res != nil {
-				r.commit(o, running)
+				r.commit(ctx, o, running)
 				return o.res, false, false, r.hedged()
 			}
 			if o.s.hedge && !o.s.started.Load() {
@@ -214,7 +214,7 @@ func (r *race) hedged() []*route.Candidate {
 
 // commit makes win the answer: every other side is canceled at once, and
 // the losers still running are settled in the background.
-func (r *race) commit(win outcome, running int) {
+func (r *race) commit(ctx context.Context, win outcome, running int) {
 	for _, s := range r.sides {
 		if s != win.s {
 			s.cancel()
@@ -257,7 +257,7 @@ func (r *race) commit(win outcome, running int) {
 				o.s.wasted(o.res)
 			}
 		}
-		r.report(context.Background(), win.s, losers)
+		r.report(context.WithoutCancel(ctx), win.s, losers) // the request's id, not its end
 	}()
 }
 

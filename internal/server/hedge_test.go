@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -264,8 +265,8 @@ func TestHedgeWinsAfterDelay(t *testing.T) {
 			if counter(h.Started, "m", "b") != 1 || counter(h.Won, "m", "b", "hedge") != 1 || counter(h.Won, "m", "a", "original") != 0 {
 				t.Fatalf("metrics: started %v won-by-hedge %v", counter(h.Started, "m", "b"), counter(h.Won, "m", "b", "hedge"))
 			}
-			if logs := g.logs.String(); !strings.Contains(logs, "msg=hedge ") || !strings.Contains(logs, "won_by=hedge") {
-				t.Fatalf("no hedge log line:\n%s", logs)
+			if logs := g.logs.String(); !regexp.MustCompile(`msg=hedge .*won_by=hedge .*request_id=req_`).MatchString(logs) {
+				t.Fatalf("no hedge log line with the request's id:\n%s", logs)
 			}
 		})
 	}
