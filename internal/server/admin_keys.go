@@ -157,8 +157,9 @@ func (s *Server) configKey(id string) *tenant.Identity {
 	return nil
 }
 
-// handleAdminKeys lists every key (GET; ?revoked=false leaves revoked
-// ones out) or issues one (POST).
+// handleAdminKeys lists every key (GET: config keys, then issued ones
+// oldest first, in pages; ?revoked=false leaves revoked ones out) or
+// issues one (POST).
 func (s *Server) handleAdminKeys(w http.ResponseWriter, r *http.Request) {
 	if r.Method == http.MethodPost {
 		body, ok := s.adminBody(w, r)
@@ -176,30 +177,73 @@ func (s *Server) handleAdminKeys(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusCreated, v)
 		return
 	}
+	q := r.URL.Query()
+	limit := keysDefaultLimit
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > keysMaxLimit {
+			writeError(w, OpenAI, &apiError{Status: 400, Type: "invalid_request_error", Code: "invalid_value", Param: "limit",
+				Message: fmt.Sprintf("limit: want an integer between 1 and %d", keysMaxLimit)})
+			return
+		}
+		limit = n
+	}
 	st, err := s.adminSvc.Load(r.Context())
 	if err != nil {
 		s.adminFailed(w, r, err)
 		return
 	}
 	out := []keyView{}
-	if t := s.Admission.Keys(); t != nil {
+	after := q.Get("after")
+	if t := s.Admission.Keys(); t != nil && after == "" { // config keys lead the first page
 		for _, id := range t.Keys() {
 			if id.Origin != tenant.OriginAdmin {
 				out = append(out, configKeyView(id))
 			}
 		}
 	}
-	hideRevoked := r.URL.Query().Get("revoked") == "false"
-	issued := make([]keyView, 0, len(st.Keys))
+	hideRevoked := q.Get("revoked") == "false"
+	issued := make([]*admin.Key, 0, len(st.Keys))
 	for _, k := range st.Keys {
-		if hideRevoked && k.Revoked != nil {
-			continue
+		if !hideRevoked || k.Revoked == nil {
+			issued = append(issued, k)
 		}
-		issued = append(issued, issuedKeyView(k))
 	}
-	slices.SortFunc(issued, func(a, b keyView) int { return a.Created.Compare(*b.Created) })
-	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": append(out, issued...)})
+	// Oldest first; the id breaks ties, so that "after" is a stable cursor.
+	slices.SortFunc(issued, func(a, b *admin.Key) int {
+		if c := a.Created.Compare(b.Created); c != 0 {
+			return c
+		}
+		return strings.Compare(a.ID, b.ID)
+	})
+	if after != "" {
+		i := slices.IndexFunc(issued, func(k *admin.Key) bool { return k.ID == after })
+		if i < 0 {
+			writeError(w, OpenAI, &apiError{Status: 400, Type: "invalid_request_error", Code: "invalid_value", Param: "after",
+				Message: fmt.Sprintf("after: no issued key %q (use next_after of the previous page)", after)})
+			return
+		}
+		issued = issued[i+1:]
+	}
+	more := len(issued) > limit
+	if more {
+		issued = issued[:limit]
+	}
+	for _, k := range issued {
+		out = append(out, issuedKeyView(k))
+	}
+	body := map[string]any{"object": "list", "data": out, "has_more": more}
+	if more {
+		body["next_after"] = issued[len(issued)-1].ID
+	}
+	writeJSON(w, http.StatusOK, body)
 }
+
+// Pages of issued keys: ?limit=1..10000 (default 1000)&after=<key id>.
+const (
+	keysDefaultLimit = 1000
+	keysMaxLimit     = 10000
+)
 
 // handleAdminKey shows (GET), updates (PATCH) or revokes (DELETE) a key.
 func (s *Server) handleAdminKey(w http.ResponseWriter, r *http.Request) {
