@@ -189,21 +189,9 @@ func (s *Service) checkKey(st *State, env *Env, k *Key, now time.Time) error {
 	return nil
 }
 
-// Issue is a created or rotated key with its secret, shown once.
-type Issue struct {
-	Key    *Key
-	Secret string
-}
-
-// CreateKey issues a key.
-func (s *Service) CreateKey(ctx context.Context, actor string, env *Env, body []byte) (*Issue, error) {
-	var f KeyFields
-	if _, e := Decode(body, &f, keyFieldNames); e != nil {
-		return nil, e
-	}
-	now := s.Clock.Now().UTC()
-	secret := newSecret()
-	k := &Key{ID: "key-" + randomHex(6), Digest: digestHex(secret), Role: config.RoleTenant, Created: now, Updated: now}
+// apply sets the fields the body named (a null clears expires_at or
+// models; the required fields' nulls were refused before).
+func (k *Key) apply(f *KeyFields, p Patch) {
 	if f.Name != nil {
 		k.Name = *f.Name
 	}
@@ -216,10 +204,34 @@ func (s *Service) CreateKey(ctx context.Context, actor string, env *Env, body []
 	if f.Tier != nil {
 		k.Tier = *f.Tier
 	}
-	k.ExpiresAt = f.ExpiresAt
-	if f.Models != nil {
-		k.Models = *f.Models
+	if p.Has("expires_at") {
+		k.ExpiresAt = f.ExpiresAt
 	}
+	if p.Has("models") {
+		k.Models = nil
+		if f.Models != nil {
+			k.Models = *f.Models
+		}
+	}
+}
+
+// Issue is a created or rotated key with its secret, shown once.
+type Issue struct {
+	Key    *Key
+	Secret string
+}
+
+// CreateKey issues a key.
+func (s *Service) CreateKey(ctx context.Context, actor string, env *Env, body []byte) (*Issue, error) {
+	var f KeyFields
+	p, e := Decode(body, &f, keyFieldNames)
+	if e != nil {
+		return nil, e
+	}
+	now := s.Clock.Now().UTC()
+	secret := newSecret()
+	k := &Key{ID: "key-" + randomHex(6), Digest: digestHex(secret), Role: config.RoleTenant, Created: now, Updated: now}
+	k.apply(&f, p)
 	err := s.update(ctx, func(st *State) (*Change, error) {
 		if len(st.Keys) >= MaxKeys {
 			return nil, conflict("too_many_keys", "", "%d keys are issued already, the most the admin API keeps", MaxKeys)
@@ -279,27 +291,7 @@ func (s *Service) UpdateKey(ctx context.Context, actor string, env *Env, id stri
 			return nil, conflict("revoked", "", "key %s was revoked at %s; issue a new one", id, old.Revoked.Format(time.RFC3339))
 		}
 		k := *old
-		if f.Name != nil {
-			k.Name = *f.Name
-		}
-		if f.Tenant != nil {
-			k.Tenant = *f.Tenant
-		}
-		if f.Role != nil {
-			k.Role = *f.Role
-		}
-		if f.Tier != nil {
-			k.Tier = *f.Tier
-		}
-		if p.Has("expires_at") {
-			k.ExpiresAt = f.ExpiresAt
-		}
-		if p.Has("models") {
-			k.Models = nil
-			if f.Models != nil {
-				k.Models = *f.Models
-			}
-		}
+		k.apply(&f, p)
 		k.Updated = now
 		if err := s.checkKey(st, env, &k, now); err != nil {
 			return nil, err

@@ -2,11 +2,8 @@ package server
 
 import (
 	"context"
-	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -39,12 +36,7 @@ func startAdminFleet(t *testing.T, n int, yaml string) ([]*gateway, *redistest.S
 	t.Cleanup(func() { cancel(); wg.Wait() })
 	out := make([]*gateway, n)
 	for i := range out {
-		logs := &syncBuffer{ch: make(chan struct{}, 1)}
-		var w io.Writer = logs
-		if testing.Verbose() {
-			w = io.MultiWriter(logs, os.Stderr)
-		}
-		log := slog.New(LogHandler{slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelInfo})}).With("replica", i+1)
+		logs, log := replicaLog(i)
 		st, err := store.OpenRedis(store.RedisOptions{URL: rs.URL, CommandTimeout: 10 * time.Second, Log: log})
 		if err != nil {
 			t.Fatal(err)

@@ -167,14 +167,7 @@ func (s *Server) handleAdminKeys(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		is, err := s.adminSvc.CreateKey(r.Context(), adminActor(r.Context()), adminEnv(s.snap.Load()), body)
-		if err != nil {
-			s.adminFailed(w, r, err)
-			return
-		}
-		v := issuedKeyView(is.Key)
-		v.Secret = is.Secret
-		w.Header().Set("Cache-Control", "no-store")
-		writeJSON(w, http.StatusCreated, v)
+		s.writeIssue(w, r, http.StatusCreated, is, err)
 		return
 	}
 	q := r.URL.Query()
@@ -315,6 +308,12 @@ func (s *Server) handleAdminKeyAction(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	is, err := s.adminSvc.RotateKey(ctx, actor, id, body)
+	s.writeIssue(w, r, http.StatusOK, is, err)
+}
+
+// writeIssue answers a creation or rotation: the key with its secret,
+// which no cache may keep.
+func (s *Server) writeIssue(w http.ResponseWriter, r *http.Request, status int, is *admin.Issue, err error) {
 	if err != nil {
 		s.adminFailed(w, r, err)
 		return
@@ -322,7 +321,7 @@ func (s *Server) handleAdminKeyAction(w http.ResponseWriter, r *http.Request) {
 	v := issuedKeyView(is.Key)
 	v.Secret = is.Secret
 	w.Header().Set("Cache-Control", "no-store")
-	writeJSON(w, http.StatusOK, v)
+	writeJSON(w, status, v)
 }
 
 // tenantView is a tenant as the admin API shows it.

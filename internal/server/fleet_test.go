@@ -35,12 +35,7 @@ func startFleet(t *testing.T, srv *redistest.Server, n int, yaml string) []*gate
 	}
 	out := make([]*gateway, n)
 	for i := range out {
-		logs := &syncBuffer{ch: make(chan struct{}, 1)}
-		var w io.Writer = logs
-		if testing.Verbose() {
-			w = io.MultiWriter(logs, os.Stderr)
-		}
-		log := slog.New(LogHandler{slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelInfo})}).With("replica", i+1)
+		logs, log := replicaLog(i)
 		// A long command timeout: these tests are about what is shared, and
 		// on a loaded 2-core machine a 500 ms timeout sends a replica to
 		// its in-process fallback (rates fail open) and admits too much.
@@ -59,6 +54,17 @@ func startFleet(t *testing.T, srv *redistest.Server, n int, yaml string) []*gate
 		out[i] = &gateway{Server: s, URL: ts.URL, logs: logs, t: t}
 	}
 	return out
+}
+
+// replicaLog is replica i's log: kept for the test to read, and on
+// stderr with -v.
+func replicaLog(i int) (*syncBuffer, *slog.Logger) {
+	logs := &syncBuffer{ch: make(chan struct{}, 1)}
+	var w io.Writer = logs
+	if testing.Verbose() {
+		w = io.MultiWriter(logs, os.Stderr)
+	}
+	return logs, slog.New(LogHandler{slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelInfo})}).With("replica", i+1)
 }
 
 // fleetClient is shared by the load goroutines: enough idle connections
