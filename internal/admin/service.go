@@ -102,9 +102,20 @@ func (s *Service) Run(ctx context.Context) {
 
 // update runs one change and applies the result in this process at once.
 func (s *Service) update(ctx context.Context, fn func(*State) (*Change, error)) error {
-	if _, err := s.St.Update(ctx, fn); err != nil {
+	var done *AuditEntry
+	v, err := s.St.Update(ctx, func(st *State) (*Change, error) {
+		ch, err := fn(st)
+		if ch != nil {
+			done = &ch.Audit
+		}
+		return ch, err
+	})
+	if err != nil {
 		return err
 	}
+	// The operator's log carries each change too (its audit row, never a
+	// secret: audit rows hold none).
+	s.Log.InfoContext(ctx, "admin change", "seq", v, "actor", done.Actor, "action", done.Action, "target", done.Target)
 	if err := s.Refresh(ctx, false); err != nil {
 		s.Log.Warn("admin: change stored, but not re-read yet", "error", err.Error())
 	}

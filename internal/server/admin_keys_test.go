@@ -154,6 +154,12 @@ func TestAdminKeyLifecycle(t *testing.T) {
 		t.Errorf("audit page: %s", a.Body)
 	}
 
+	// The log has each change, and no secret.
+	if logs := g.logs.String(); !strings.Contains(logs, `msg="admin change"`) || !strings.Contains(logs, "action=key.rotate") ||
+		strings.Contains(logs, secret) || strings.Contains(logs, fresh) {
+		t.Errorf("admin changes in the log:\n%s", logs)
+	}
+
 	// A tenant with a live key cannot go; without, it can.
 	must(g.adminCall("POST", "/admin/v1/keys", `{"name":"ci2","tenant":"team"}`), 201)
 	must(g.adminCall("DELETE", "/admin/v1/tenants/team", ""), 409)
