@@ -55,23 +55,31 @@ func gatewayBinary(t *testing.T) string {
 // answering 500 (server_error, circuit gauge), a steady one serving the
 // stream (TTFT, TPS, spend), a budgeted tenant (spend, budget ratio), a
 // tenant at 1 RPM (a refusal), a provider concurrency gate (slot wait),
-// Redis (redis_up) and the Redis queue (queue.mode: redis, role all: the
-// queue gauges).
+// Redis (redis_up), the Redis queue (queue.mode: redis, role all: the
+// queue gauges) and a hedged model whose first provider lags (hedges
+// started and won, and the budgeted loser's waste).
 const metricsConfig = `
 providers:
   quota: {type: mock, mock: {fail_first: 1000, fail_status: 429, fail_headers: {Retry-After: "60"}}}
   broken: {type: mock, mock: {fail_first: 1000, fail_status: 500}}
   steady: {type: mock, max_concurrency: 8, mock: {ttft_ms: 20, tokens_per_second: 400, tokens: 20}}
+  lagging: {type: mock, mock: {ttft_ms: 10000, tokens: 5}}
 models:
   - name: m
     providers:
       - {provider: quota, model: q}
       - {provider: broken, model: b}
       - {provider: steady, model: s}
+  - name: hedged
+    hedge: {after: 50ms}
+    providers:
+      - {provider: lagging, model: l}
+      - {provider: steady, model: s}
 pricing:
   quota: {q: {input: 1, output: 2, context: 100000, max_output: 1000}}
   broken: {b: {input: 1, output: 2, context: 100000, max_output: 1000}}
   steady: {s: {input: 1, output: 2, context: 100000, max_output: 1000}}
+  lagging: {l: {input: 1, output: 2, context: 100000, max_output: 1000}}
 auth:
   metrics_token: scrape
   keys:
@@ -142,6 +150,9 @@ func TestDashboardAndAlertMetricsExist(t *testing.T) {
 		t.Fatalf("budgeted stream: %d\nlogs:\n%s", code, tail(logs.String(), 3000))
 	}
 	post("sk-acme", unary)
+	if code := post("sk-acme", strings.Replace(stream, `"m"`, `"hedged"`, 1)); code != 200 {
+		t.Fatalf("hedged stream: %d\nlogs:\n%s", code, tail(logs.String(), 3000))
+	}
 	post("sk-small", unary)
 	if code := post("sk-small", unary); code != 429 {
 		t.Errorf("second request at 1 RPM: %d, want 429", code)
