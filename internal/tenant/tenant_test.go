@@ -145,3 +145,50 @@ func TestKeyIDs(t *testing.T) {
 		t.Errorf("Keys() = %d entries, first %+v", n, tab.Keys()[0])
 	}
 }
+
+// TestIssuedMerge: issued keys join the config's; a key takes its limits
+// from an issued tenant, else from the config's tenant; a key of an unknown
+// tenant, or one whose digest is a config key's, is left out.
+func TestIssuedMerge(t *testing.T) {
+	cfg, err := load(t, "auth:\n  keys:\n    sk-cfg: {tenant: acme, rpm: 5}\n", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rpm := int64(9)
+	d := func(s string) [32]byte { return sha256.Sum256([]byte(s)) }
+	tab := Compile(&cfg.Auth, &Issued{
+		Tenants: map[string]*config.KeySpec{"team": {Tenant: "team", RPM: &rpm}},
+		Keys: []IssuedKey{
+			{Digest: d("sk-team"), ID: "key-1", Name: "a", Tenant: "team", Role: config.RoleAdmin, Models: []string{"m"}},
+			{Digest: d("sk-acme2"), ID: "key-2", Name: "b", Tenant: "acme", Tier: 4},
+			{Digest: d("sk-ghost"), ID: "key-3", Name: "c", Tenant: "ghost"},
+			{Digest: d("sk-cfg"), ID: "key-4", Name: "d", Tenant: "team"},
+		},
+	})
+	tests := []struct {
+		key      string
+		ok       bool
+		id       string
+		rpm      int64
+		admin    bool
+		mayUseM2 bool
+	}{
+		{"sk-team", true, "key-1", 9, true, false},
+		{"sk-acme2", true, "key-2", 5, false, true},
+		{"sk-ghost", false, "", 0, false, false},
+		{"sk-cfg", true, ConfigKeyID(d("sk-cfg")), 5, false, true},
+	}
+	for _, tt := range tests {
+		id, ok := tab.Lookup(tt.key)
+		if ok != tt.ok {
+			t.Errorf("%s: ok %v", tt.key, ok)
+			continue
+		}
+		if ok && (id.KeyID != tt.id || *id.RPM != tt.rpm || id.Admin != tt.admin || id.MayUse("m2") != tt.mayUseM2 || !id.MayUse("m")) {
+			t.Errorf("%s: %+v", tt.key, id)
+		}
+	}
+	if id, _ := tab.Lookup("sk-acme2"); id.Tier != 4 || id.Origin != OriginAdmin || id.Tenant != "acme" {
+		t.Errorf("issued key of a config tenant: %+v", id)
+	}
+}
