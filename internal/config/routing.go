@@ -179,7 +179,6 @@ func (l *loader) validateFallbacks(c *Config) {
 			index[m.Name] = i
 		}
 	}
-	reported := map[string]bool{} // models whose cycle was already reported
 	for i, m := range c.Models {
 		f := m.Fallbacks
 		if f == nil {
@@ -192,15 +191,18 @@ func (l *loader) validateFallbacks(c *Config) {
 		seen := map[string]bool{}
 		for _, name := range f.Models {
 			switch _, ok := index[name]; {
-			case name == m.Name:
-				l.errAt(base, "model %q falls back to itself (a fallback cycle)", name)
-				reported[name] = true
-			case !ok:
-				l.errAt(base, "unknown model %q (fallbacks name other entries of models)", name)
 			case seen[name]:
 				l.errAt(base, "model %q is listed twice", name)
+			case name == m.Name:
+				l.errAt(base, "model %q falls back to itself (a fallback cycle)", name)
+			case !ok:
+				l.errAt(base, "unknown model %q (fallbacks name other entries of models)", name)
 			}
 			seen[name] = true
+		}
+		if f.On != nil && len(f.On) == 0 {
+			// on: [] would keep the fallbacks from ever being tried.
+			l.errAt(base+".on", "names no condition; list some of %s, or leave on out for all of them", strings.Join(FallbackConditions, ", "))
 		}
 		for _, on := range f.On {
 			if !slices.Contains(FallbackConditions, on) {
@@ -208,55 +210,68 @@ func (l *loader) validateFallbacks(c *Config) {
 			}
 		}
 	}
-	// Each cycle is reported once, at the first model of it in file order.
-	for i, m := range c.Models {
-		if m.Fallbacks == nil || reported[m.Name] {
-			continue
+	// One depth-first walk over every model finds the cycles in time
+	// linear in the models and their fallbacks (a walk per model would be
+	// quadratic: a chain of thousands of fallbacks took seconds to check,
+	// on every reload). Each cycle found is reported once, at its first
+	// model in file order; a model naming itself is reported above.
+	for _, cyc := range fallbackCycles(c, index) {
+		first := slices.MinFunc(cyc, func(a, b string) int { return index[a] - index[b] })
+		k := slices.Index(cyc, first)
+		cyc = slices.Concat(cyc[k:], cyc[:k], []string{first})
+		if len(cyc) > 9 { // a message of bounded length, whatever the cycle
+			cyc = slices.Concat(cyc[:4], []string{fmt.Sprintf("(%d more)", len(cyc)-8)}, cyc[len(cyc)-4:])
 		}
-		if cyc := fallbackCycle(c, index, m.Name); cyc != nil {
-			for _, n := range cyc {
-				reported[n] = true
-			}
-			l.errAt(modelPath(i)+".fallbacks", "fallback cycle %s; a model must not be reachable again from its own fallbacks",
-				strings.Join(append(cyc, cyc[0]), " -> "))
-		}
+		l.errAt(modelPath(index[first])+".fallbacks", "fallback cycle %s; a model must not be reachable again from its own fallbacks",
+			strings.Join(cyc, " -> "))
 	}
 }
 
-// fallbackCycle returns the models of a cycle through start's fallbacks
-// (start first), or nil.
-func fallbackCycle(c *Config, index map[string]int, start string) []string {
+// maxCycles bounds the cycles fallbackCycles returns: a hostile config
+// could hold a cycle per model, each as long as the file.
+const maxCycles = 10
+
+// fallbackCycles returns the cycles a depth-first walk of the models'
+// fallbacks meets (one per back edge, at most maxCycles; a model naming
+// itself is left out), each as the models along it.
+func fallbackCycles(c *Config, index map[string]int) [][]string {
+	const (
+		unseen = iota
+		onPath // on the walk's current path
+		done   // every model reachable from it was walked
+	)
+	state := make([]int, len(c.Models))
+	at := make([]int, len(c.Models)) // a model's place in path while onPath
 	var path []string
-	on := map[string]bool{}
-	done := map[string]bool{}
-	var visit func(name string) []string
-	visit = func(name string) []string {
-		if on[name] {
-			if name == start {
-				return slices.Clone(path)
-			}
-			return nil // a cycle not through start: reported at its own model
-		}
-		if done[name] {
-			return nil
-		}
-		i, ok := index[name]
-		if !ok {
-			return nil
-		}
-		on[name] = true
-		path = append(path, name)
+	var cycles [][]string
+	var visit func(i int)
+	visit = func(i int) {
+		state[i] = onPath
+		at[i] = len(path)
+		path = append(path, c.Models[i].Name)
 		if f := c.Models[i].Fallbacks; f != nil {
 			for _, next := range f.Models {
-				if cyc := visit(next); cyc != nil {
-					return cyc
+				j, ok := index[next]
+				if !ok || j == i {
+					continue
+				}
+				switch state[j] {
+				case unseen:
+					visit(j)
+				case onPath:
+					if len(cycles) < maxCycles {
+						cycles = append(cycles, slices.Clone(path[at[j]:]))
+					}
 				}
 			}
 		}
 		path = path[:len(path)-1]
-		on[name] = false
-		done[name] = true
-		return nil
+		state[i] = done
 	}
-	return visit(start)
+	for i, m := range c.Models {
+		if j := index[m.Name]; j == i && state[i] == unseen {
+			visit(i)
+		}
+	}
+	return cycles
 }

@@ -2,6 +2,7 @@ package config
 
 import (
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -85,6 +86,30 @@ func TestRoutingValidation(t *testing.T) {
 		{"empty fallbacks", `models:
   - {name: x, providers: [{provider: a}], fallbacks: []}
 `, []want{{"t.yaml:5: models[0].fallbacks", "names no model"}}},
+		{"no condition: the fallbacks would never be tried", `models:
+  - {name: x, providers: [{provider: a}], fallbacks: {models: [y], on: []}}
+  - {name: y, providers: [{provider: a}]}
+`, []want{{"t.yaml:5: models[0].fallbacks.on", "names no condition; list some of error, context_window, content_policy, rate_limit, or leave on out"}}},
+		{"itself twice: said once, then the repeat", `models:
+  - {name: x, providers: [{provider: a}], fallbacks: [x, x]}
+`, []want{
+			{"t.yaml:5: models[0].fallbacks", `model "x" falls back to itself`},
+			{"t.yaml:5: models[0].fallbacks", `model "x" is listed twice`},
+		}},
+		{"a cycle met from its middle is named from its first model", `models:
+  - {name: w, providers: [{provider: a}], fallbacks: [z]}
+  - {name: x, providers: [{provider: a}], fallbacks: [y]}
+  - {name: y, providers: [{provider: a}], fallbacks: [z]}
+  - {name: z, providers: [{provider: a}], fallbacks: [x]}
+`, []want{{"t.yaml:6: models[1].fallbacks", "fallback cycle x -> y -> z -> x;"}}},
+		{"two cycles through one model", `models:
+  - {name: x, providers: [{provider: a}], fallbacks: [y, z]}
+  - {name: y, providers: [{provider: a}], fallbacks: [x]}
+  - {name: z, providers: [{provider: a}], fallbacks: [x]}
+`, []want{
+			{"t.yaml:5: models[0].fallbacks", "fallback cycle x -> y -> x;"},
+			{"t.yaml:5: models[0].fallbacks", "fallback cycle x -> z -> x;"},
+		}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -136,5 +161,40 @@ func TestRoutingDefaults(t *testing.T) {
 	}
 	if small2.Fallbacks.Covers(FallbackError) {
 		t.Error("a model without fallbacks covers nothing")
+	}
+}
+
+// A long fallback chain is checked in one walk, and a cycle through
+// thousands of models is named in a line of bounded length.
+func TestLongFallbackChains(t *testing.T) {
+	const n = 5000
+	chain := func(closed bool) []byte {
+		var b strings.Builder
+		b.WriteString(routingProviders + "models:\n")
+		for i := range n {
+			next := i + 1
+			if i == n-1 {
+				if !closed {
+					fmt.Fprintf(&b, "  - {name: m%d, providers: [{provider: a}]}\n", i)
+					continue
+				}
+				next = 0
+			}
+			fmt.Fprintf(&b, "  - {name: m%d, providers: [{provider: a}], fallbacks: [m%d]}\n", i, next)
+		}
+		return []byte(b.String())
+	}
+	if _, err := Parse(chain(false), "t.yaml"); err != nil {
+		t.Fatalf("an open chain of %d fallbacks must load: %v", n, err)
+	}
+	_, err := Parse(chain(true), "t.yaml")
+	var errs *Errors
+	if !errors.As(err, &errs) || len(*errs) != 1 {
+		t.Fatalf("want one error, got %v", err)
+	}
+	got := (*errs)[0].Error()
+	want := "t.yaml:5: models[0].fallbacks: fallback cycle m0 -> m1 -> m2 -> m3 -> (4993 more) -> m4997 -> m4998 -> m4999 -> m0;"
+	if !strings.HasPrefix(got, want) || len(got) > 300 {
+		t.Errorf("got %q,\nwant %q... (short)", got, want)
 	}
 }
