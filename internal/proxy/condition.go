@@ -45,6 +45,15 @@ func (f *Failure) note(perr *provider.Error, reason string) {
 	}
 }
 
+// notePaused records providers left out because their pause was still
+// running: rate limited, without a send (reason "paused").
+func (f *Failure) notePaused(order []*route.Candidate) {
+	for _, c := range order {
+		f.Attempts = append(f.Attempts, Attempt{Provider: c.Provider, Reason: "paused"})
+		f.seen.rateLimited++
+	}
+}
+
 // noteRefusal records a provider the gateway passed over.
 func (f *Failure) noteRefusal(ref *admit.Refusal) {
 	if ref.Status == 429 {

@@ -231,10 +231,16 @@ func (p *Proxy) Do(ctx context.Context, c *Call) (*Result, *Failure) {
 	}
 	f := &Failure{}
 	for round := 0; round < max(1, c.Opts.MaxRounds); round++ {
-		if round > 0 {
-			if c.Opts.LeaveWhenPaused && p.allPaused(order) {
-				return nil, f // another model takes rate-limited requests: no waiting for a reset
+		if c.Opts.LeaveWhenPaused && p.allPaused(order) {
+			// Another model takes rate-limited requests: no waiting for
+			// a reset, and no send to providers that asked for a pause
+			// (tried anyway only when nothing else could serve).
+			if round == 0 {
+				f.notePaused(order)
 			}
+			return nil, f
+		}
+		if round > 0 {
 			if !p.wait(ctx, p.roundWait(round, order, c.Opts), deadline, f) {
 				return nil, f
 			}

@@ -280,17 +280,30 @@ func TestReloadRefusesFallbackCycle(t *testing.T) {
 
 // With the default retries (three rounds), a model whose providers are
 // all paused by a 429 hands over to its rate_limit fallback at once
-// instead of waiting for the stated reset (an hour here).
+// instead of waiting for the stated reset (an hour here), and sends
+// nothing more to the paused provider while the fallback can serve; when
+// the fallback fails too, the answer names the paused provider.
 func TestModelFallbackRateLimitDoesNotWaitForReset(t *testing.T) {
 	g := startGateway(t, strings.Replace(fallbackYAML("[rate_limit]"), "retries: {max_attempts: 1, max_rounds: 1}\n", "", 1))
 	g.mock("s1").Script(mock.Fault{Status: 429, Header: hdr("Retry-After", "3600")}, mock.Fault{Status: 429, Header: hdr("Retry-After", "3600")})
-	for i := range 2 { // the second finds s1 already paused
+	for i := range 3 { // the second and third find s1 already paused
 		if a := g.post("/v1/chat/completions", smallBody); a.Status != 200 || a.Header.Get(FallbackModelHeader) != "big" {
 			t.Fatalf("request %d: %d fallback %q: %s", i, a.Status, a.Header.Get(FallbackModelHeader), a.Body)
 		}
 	}
-	if n := g.mock("s1").Calls(); n != 2 {
-		t.Errorf("s1 called %d times, want 2 (one attempt a request; a paused provider is still tried when it is the only one)", n)
+	if n := g.mock("s1").Calls(); n != 1 {
+		t.Errorf("s1 called %d times, want 1 (paused after the first; big takes the rest)", n)
+	}
+	g = startGateway(t, fallbackYAML("[rate_limit]"))
+	g.mock("s1").Script(mock.Fault{Status: 429, Header: hdr("Retry-After", "3600")})
+	g.post("/v1/chat/completions", smallBody)
+	g.mock("b1").Script(mock.Fault{Status: 500})
+	a := g.post("/v1/chat/completions", smallBody)
+	if msg := gjson.Get(a.Body, "error.message").String(); a.Status != 500 || msg != "All providers failed: s1: paused; b1: server_error (status=500)" {
+		t.Errorf("both models failing: %d %s", a.Status, a.Body)
+	}
+	if n := g.mock("s1").Calls(); n != 1 {
+		t.Errorf("s1 called %d times, want 1", n)
 	}
 }
 
