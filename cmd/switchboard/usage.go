@@ -253,7 +253,8 @@ func groupOf(m map[string]any, dims []string) usagelog.Group {
 		return int64(f)
 	}
 	g := usagelog.Group{Keys: map[string]string{}, Requests: num("requests"), PromptTokens: num("prompt_tokens"),
-		CompletionTokens: num("completion_tokens"), CostNano: num("cost_nano_usd"), HeldNano: num("held_nano_usd")}
+		CompletionTokens: num("completion_tokens"), CostNano: num("cost_nano_usd"), HeldNano: num("held_nano_usd"),
+		Unpriced: num("unpriced_requests")}
 	for _, d := range dims {
 		g.Keys[d], _ = m[d].(string)
 	}
@@ -270,11 +271,11 @@ func usdCell(nano int64) string { return strconv.FormatFloat(float64(nano)/1e9, 
 
 func printGroups(w io.Writer, dims []string, groups []usagelog.Group, total usagelog.Group) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
-	head := append(append([]string{}, dims...), "requests", "prompt_tokens", "completion_tokens", "cost_usd", "held_usd")
+	head := append(append([]string{}, dims...), "requests", "prompt_tokens", "completion_tokens", "cost_usd", "held_usd", "unpriced")
 	fmt.Fprintln(tw, strings.Join(head, "\t")+"\t")
 	line := func(keys []string, g usagelog.Group) {
 		cells := append(keys, strconv.FormatInt(g.Requests, 10), strconv.FormatInt(g.PromptTokens, 10),
-			strconv.FormatInt(g.CompletionTokens, 10), usdCell(g.CostNano), usdCell(g.HeldNano))
+			strconv.FormatInt(g.CompletionTokens, 10), usdCell(g.CostNano), usdCell(g.HeldNano), strconv.FormatInt(g.Unpriced, 10))
 		fmt.Fprintln(tw, strings.Join(cells, "\t")+"\t")
 	}
 	for _, g := range groups {
@@ -302,9 +303,13 @@ func printRows(w io.Writer, rows []usagelog.Row, next int64) error {
 		if r.TTFTMs != nil {
 			ttft = strconv.FormatInt(*r.TTFTMs, 10)
 		}
+		cost := usdCell(r.CostNano)
+		if r.Unpriced {
+			cost += " (unpriced)" // a lower bound: some usage had no price
+		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d/%d\t%s\t%s\t%d\t%t\n", r.Time.UTC().Format(time.RFC3339),
 			r.RequestID, r.Tenant, r.KeyID, r.Model, r.Provider, r.Status, r.Attempts, r.PromptTokens, r.CompletionTokens,
-			usdCell(r.CostNano), ttft, r.DurationMs, r.Stream)
+			cost, ttft, r.DurationMs, r.Stream)
 	}
 	if err := tw.Flush(); err != nil {
 		return err

@@ -50,7 +50,7 @@ func TestUsageCommandLocal(t *testing.T) {
 		{"the state dir's file", []string{"usage", "--state-dir", dir, "--config", filepath.Join(dir, "none.yaml"), "--format", "json"}, 0,
 			[]string{`"requests": 6`, `"cost_nano_usd": 21000`}, nil},
 		{"csv by day and model", []string{"usage", "summary", "--db", path, "--group-by", "day,model", "--format", "csv", "--tenant", "acme"}, 0,
-			[]string{"day,model,requests,prompt_tokens,completion_tokens,cost_nano_usd,cost_usd,held_nano_usd\n", "2026-05-04,m2,2,20,10,10000,0.00001,0\n", "2026-05-04,m1,2,20,10,4000,0.000004,0\n"}, nil},
+			[]string{"day,model,requests,prompt_tokens,completion_tokens,cost_nano_usd,cost_usd,held_nano_usd,unpriced_requests\n", "2026-05-04,m2,2,20,10,10000,0.00001,0,0\n", "2026-05-04,m1,2,20,10,4000,0.000004,0,0\n"}, nil},
 		{"4xx only", []string{"usage", "--db", path, "--status", "4xx", "--format", "jsonl"}, 0, []string{`"requests":1`, `"cost_nano_usd":3000`}, nil},
 		{"requests as jsonl", []string{"usage", "requests", "--db", path, "--model", "m2", "--format", "jsonl"}, 0,
 			[]string{`"request_id":"req_f"`, `"request_id":"req_b"`, `"ttft_ms":45`}, nil},
@@ -88,7 +88,7 @@ auth: {keys: {sk-admin: {tenant: ops, role: admin}, sk-t: {tenant: t}}}
 	runCLICases(t, []cliCase{
 		{"sums", []string{"usage", "--url", ts.URL, "--group-by", "tenant,model"}, 0, []string{"acme", "m1", "total", "0.000021"}, nil},
 		{"csv passes through", []string{"usage", "--url", ts.URL + "/", "--group-by", "tenant", "--format", "csv"}, 0,
-			[]string{"tenant,requests", "acme,4,40,20,14000,0.000014,0"}, nil},
+			[]string{"tenant,requests", "acme,4,40,20,14000,0.000014,0,0"}, nil},
 		{"requests page", []string{"usage", "requests", "--url", ts.URL, "--limit", "2", "--tenant", "acme"}, 0, []string{"req_f", "req_d", "more: --cursor"}, nil},
 		{"requests jsonl", []string{"usage", "requests", "--url", ts.URL, "--format", "jsonl", "--status", "429"}, 0, []string{`"request_id":"req_c"`}, nil},
 		{"a tenant key", []string{"usage", "--url", ts.URL, "--key", "sk-t"}, 1, nil, []string{"403", "tenant key"}},

@@ -155,13 +155,13 @@ func (p *Permit) Settle(u Usage) {
 		charge, resolved := p.hold.Settle(u)
 		if !resolved {
 			st.State, st.Held = store.StateUnpriced, held
-			p.tally.add(u, 0, held)
+			p.tally.add(u, 0, held, false)
 			p.end(st, func(bool) {})
 			return
 		}
 		st.ReservedDelta, st.SettledDelta, st.State, st.Held, st.Cost = -held, charge, store.StateSettled, 0, charge
 		p.hold.Held = 0
-		p.tally.add(u, charge, 0)
+		p.tally.add(u, charge, 0, pricedUsage(p.hold.Entry, u))
 		p.charged = charge
 		p.end(st, func(ok bool) { p.ended(ok, held, charge) })
 	}, func() { p.c.unmetered(p, u) })
@@ -181,7 +181,7 @@ func (p *Permit) ended(ok bool, held, charge int64) {
 // its window and the TPM estimate stands.
 func (p *Permit) Keep() {
 	p.finish(func() {
-		p.tally.add(Usage{}, 0, p.hold.Held)
+		p.tally.add(Usage{}, 0, p.hold.Held, true)
 		p.end(&store.Settlement{State: store.StateKept, Held: p.hold.Held}, func(bool) {})
 	}, nil)
 }
@@ -196,7 +196,7 @@ func (p *Permit) Fail() {
 		held := p.hold.Held
 		charge := p.hold.Fail()
 		p.hold.Held = 0
-		p.tally.add(Usage{}, charge, 0)
+		p.tally.add(Usage{}, charge, 0, true) // nothing generated: nothing to price
 		p.charged = charge
 		p.end(&store.Settlement{ReservedDelta: -held, SettledDelta: charge, State: store.StateFailed,
 			Cost: charge, Final: true}, func(ok bool) { p.ended(ok, held, charge) })

@@ -3,6 +3,8 @@ package admit
 import (
 	"context"
 	"sync"
+
+	"switchboard/internal/spend"
 )
 
 // Tally sums what one client request's attempts cost, for its usage-log
@@ -37,6 +39,9 @@ type TallyTotals struct {
 	// Held is what stays reserved for the request's kept attempts
 	// (uncertain outcome, unpriced answers): not spent, not released.
 	Held int64
+	// Unpriced: an attempt's usage had no price (no catalog price and no
+	// provider bill), so Cost leaves it out: a lower bound.
+	Unpriced bool
 }
 
 type tallyKey struct{}
@@ -94,7 +99,7 @@ func (t *Tally) ended() {
 	t.fire()
 }
 
-func (t *Tally) add(u Usage, cost, held int64) {
+func (t *Tally) add(u Usage, cost, held int64, priced bool) {
 	if t == nil {
 		return
 	}
@@ -103,7 +108,14 @@ func (t *Tally) add(u Usage, cost, held int64) {
 	t.t.Output += u.Output
 	t.t.Cost += cost
 	t.t.Held += held
+	t.t.Unpriced = t.t.Unpriced || !priced
 	t.mu.Unlock()
+}
+
+// pricedUsage reports whether u has a price: a provider bill, or the
+// catalog's price for it.
+func pricedUsage(e *spend.Entry, u Usage) bool {
+	return u.CostNanoUSD != nil || e != nil && e.Priced()
 }
 
 // unmetered prices an attempt the ledger never saw, from the catalog.
@@ -112,14 +124,13 @@ func (c *Controller) unmetered(p *Permit, u Usage) {
 		return
 	}
 	var cost int64
-	if u.CostNanoUSD != nil {
+	priced := u.CostNanoUSD != nil
+	if priced {
 		cost = max(*u.CostNanoUSD, 0)
 	} else if s := c.snap.Load(); s != nil {
 		if e, ok := s.catalog.Lookup(p.provider, p.model); ok {
-			if n, priced := e.Cost(u, false); priced {
-				cost = n
-			}
+			cost, priced = e.Cost(u, false)
 		}
 	}
-	p.tally.add(u, cost, 0)
+	p.tally.add(u, cost, 0, priced)
 }

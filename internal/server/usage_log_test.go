@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -268,7 +269,7 @@ func TestAdminUsageAPI(t *testing.T) {
 	a = g.get("/admin/v1/usage?group_by=tenant,model&tenant=acme&format=csv", admin...)
 	lines := strings.Split(strings.TrimSpace(a.Body), "\n")
 	if a.Status != 200 || !strings.HasPrefix(a.Header.Get("Content-Type"), "text/csv") ||
-		lines[0] != "tenant,model,requests,prompt_tokens,completion_tokens,cost_nano_usd,cost_usd,held_nano_usd" || len(lines) != 3 {
+		lines[0] != "tenant,model,requests,prompt_tokens,completion_tokens,cost_nano_usd,cost_usd,held_nano_usd,unpriced_requests" || len(lines) != 3 {
 		t.Fatalf("%d %q\n%s", a.Status, a.Header.Get("Content-Type"), a.Body)
 	}
 	a = g.get("/admin/v1/usage?group_by=day&format=jsonl&status=4xx", admin...)
@@ -424,7 +425,30 @@ func TestUsageRowWithoutAuth(t *testing.T) {
 	r := rows[0]
 	want := gjson.Get(a.Body, "usage.cost_usd").Float()
 	if r.Tenant != "anonymous" || r.KeyID != "" || r.Attempts != 1 || want <= 0 || float64(r.CostNano)/1e9 != want ||
-		r.PromptTokens != gjson.Get(a.Body, "usage.prompt_tokens").Int() || r.Stream || r.TTFTMs != nil {
+		r.PromptTokens != gjson.Get(a.Body, "usage.prompt_tokens").Int() || r.Stream || r.TTFTMs != nil || r.Unpriced {
 		t.Fatalf("row %+v; answer %s", r, a.Body)
+	}
+}
+
+// TestUsageRowUnpriced: a model without a price gets a row whose cost is
+// unknown (cost_usd null, unpriced), never a cost of 0 USD.
+func TestUsageRowUnpriced(t *testing.T) {
+	g, _, ul := usageGateway(t, mockYAML("m", "a")+"auth: {keys: {k: {tenant: acme}}}\n")
+	a := g.post("/v1/chat/completions", chatBody, "Authorization", "Bearer k")
+	if a.Status != 200 || gjson.Get(a.Body, "usage.cost_usd").Type != gjson.Null {
+		t.Fatalf("%d %s", a.Status, a.Body)
+	}
+	waitRows(t, ul, 1)
+	rows, _, err := ul.DB().List(context.Background(), usagelog.Filter{}, 0, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := json.Marshal(rows[0])
+	if !rows[0].Unpriced || rows[0].CostNano != 0 || gjson.GetBytes(b, "cost_usd").Type != gjson.Null || rows[0].PromptTokens == 0 {
+		t.Fatalf("row %s", b)
+	}
+	g2, err := ul.DB().Summarize(context.Background(), usagelog.Filter{}, []string{"tenant"})
+	if err != nil || g2[0].Unpriced != 1 {
+		t.Fatalf("%+v %v", g2, err)
 	}
 }

@@ -62,7 +62,7 @@ func (s *Server) endUsage(r *http.Request, u *usageRecord) {
 	u.tally.Close(func(t admit.TallyTotals) {
 		row.Attempts = t.Attempts
 		row.PromptTokens, row.CompletionTokens = t.Input, t.Output
-		row.CostNano, row.HeldNano = t.Cost, t.Held
+		row.CostNano, row.HeldNano, row.Unpriced = t.Cost, t.Held, t.Unpriced
 		l.Record(row)
 	})
 }

@@ -37,7 +37,8 @@ CREATE TABLE IF NOT EXISTS usage_log (
 	held_nano         INTEGER NOT NULL,
 	ttft_ms           INTEGER,
 	duration_ms       INTEGER NOT NULL,
-	stream            INTEGER NOT NULL
+	stream            INTEGER NOT NULL,
+	unpriced          INTEGER NOT NULL DEFAULT 0
 );
 -- The one index: every query selects a time range. Each index costs the
 -- writer about 1.5 µs per row.
@@ -84,7 +85,41 @@ func Open(path string) (*DB, error) {
 		db.Close()
 		return nil, fmt.Errorf("usage log: init %s: %w", path, err)
 	}
+	if err := addColumns(db); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("usage log: upgrade %s: %w", path, err)
+	}
 	return &DB{db: db, path: path}, nil
+}
+
+// addedColumns came after the first version of the table: a file written
+// by that version gets them (with their default) when opened.
+var addedColumns = map[string]string{"unpriced": "INTEGER NOT NULL DEFAULT 0"}
+
+func addColumns(db *sql.DB) error {
+	ctx := context.Background()
+	rows, err := db.QueryContext(ctx, `SELECT name FROM pragma_table_info('usage_log')`)
+	if err != nil {
+		return err
+	}
+	have := map[string]bool{}
+	for rows.Next() {
+		var n string
+		if err := rows.Scan(&n); err != nil {
+			rows.Close()
+			return err
+		}
+		have[n] = true
+	}
+	rows.Close()
+	for col, decl := range addedColumns {
+		if !have[col] {
+			if _, err := db.ExecContext(ctx, "ALTER TABLE usage_log ADD COLUMN "+col+" "+decl); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // OpenReadOnly opens an existing usage log for queries only (the CLI).
@@ -116,8 +151,8 @@ func (d *DB) Close() error { return d.db.Close() }
 func (d *DB) Path() string { return d.path }
 
 const insertRow = `INSERT INTO usage_log (ts_ms, request_id, tenant, key_id, model, provider, provider_model,
-	endpoint, status, attempts, prompt_tokens, completion_tokens, cost_nano, held_nano, ttft_ms, duration_ms, stream)
-	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	endpoint, status, attempts, prompt_tokens, completion_tokens, cost_nano, held_nano, ttft_ms, duration_ms, stream, unpriced)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 
 // insert writes rows in one transaction; meta (may be nil) is written in
 // the same one (a fleet drain's position, so that a crash never skips or
@@ -141,7 +176,7 @@ func (d *DB) insert(ctx context.Context, rows []Row, meta map[string]string) err
 		}
 		if _, err := st.ExecContext(ctx, r.Time.UnixMilli(), r.RequestID, r.Tenant, r.KeyID, r.Model, r.Provider,
 			r.ProviderModel, r.Endpoint, r.Status, r.Attempts, r.PromptTokens, r.CompletionTokens, r.CostNano,
-			r.HeldNano, ttft, r.DurationMs, r.Stream); err != nil {
+			r.HeldNano, ttft, r.DurationMs, r.Stream, r.Unpriced); err != nil {
 			return err
 		}
 	}
@@ -244,7 +279,7 @@ func (d *DB) Summarize(ctx context.Context, f Filter, dims []string) ([]Group, e
 	}
 	where, args := f.where()
 	q := "SELECT " + strings.Join(append(sel, "COUNT(*)", "COALESCE(SUM(prompt_tokens),0)", "COALESCE(SUM(completion_tokens),0)",
-		"COALESCE(SUM(cost_nano),0)", "COALESCE(SUM(held_nano),0)"), ", ") + " FROM usage_log" + where
+		"COALESCE(SUM(cost_nano),0)", "COALESCE(SUM(held_nano),0)", "COALESCE(SUM(unpriced),0)"), ", ") + " FROM usage_log" + where
 	if len(by) > 0 {
 		q += " GROUP BY " + strings.Join(by, ", ") + " ORDER BY " + strconv.Itoa(len(by)+4) + " DESC, 1"
 	}
@@ -258,11 +293,11 @@ func (d *DB) Summarize(ctx context.Context, f Filter, dims []string) ([]Group, e
 	for rows.Next() {
 		keys := make([]sql.NullString, len(dims))
 		g := Group{Keys: make(map[string]string, len(dims))}
-		dest := make([]any, 0, len(dims)+5)
+		dest := make([]any, 0, len(dims)+6)
 		for i := range keys {
 			dest = append(dest, &keys[i])
 		}
-		dest = append(dest, &g.Requests, &g.PromptTokens, &g.CompletionTokens, &g.CostNano, &g.HeldNano)
+		dest = append(dest, &g.Requests, &g.PromptTokens, &g.CompletionTokens, &g.CostNano, &g.HeldNano, &g.Unpriced)
 		if err := rows.Scan(dest...); err != nil {
 			return nil, err
 		}
@@ -278,7 +313,7 @@ func (d *DB) Summarize(ctx context.Context, f Filter, dims []string) ([]Group, e
 }
 
 const selectRow = `SELECT id, ts_ms, request_id, tenant, key_id, model, provider, provider_model, endpoint, status,
-	attempts, prompt_tokens, completion_tokens, cost_nano, held_nano, ttft_ms, duration_ms, stream FROM usage_log`
+	attempts, prompt_tokens, completion_tokens, cost_nano, held_nano, ttft_ms, duration_ms, stream, unpriced FROM usage_log`
 
 // MaxPage bounds a page of rows.
 const MaxPage = 1000
@@ -336,7 +371,7 @@ func (d *DB) each(ctx context.Context, f Filter, cursor int64, limit int, fn fun
 		var ttft sql.NullInt64
 		if err := rows.Scan(&r.ID, &ts, &r.RequestID, &r.Tenant, &r.KeyID, &r.Model, &r.Provider, &r.ProviderModel,
 			&r.Endpoint, &r.Status, &r.Attempts, &r.PromptTokens, &r.CompletionTokens, &r.CostNano, &r.HeldNano,
-			&ttft, &r.DurationMs, &r.Stream); err != nil {
+			&ttft, &r.DurationMs, &r.Stream, &r.Unpriced); err != nil {
 			return err
 		}
 		r.Time = time.UnixMilli(ts).UTC()

@@ -13,9 +13,10 @@ import (
 // rowColumns are the CSV columns of a row, in order.
 var rowColumns = []string{"id", "time", "request_id", "tenant", "key_id", "model", "provider", "provider_model", "endpoint",
 	"status", "attempts", "prompt_tokens", "completion_tokens", "cost_nano_usd", "cost_usd", "held_nano_usd", "ttft_ms",
-	"duration_ms", "stream"}
+	"duration_ms", "stream", "unpriced"}
 
-var sumColumns = []string{"requests", "prompt_tokens", "completion_tokens", "cost_nano_usd", "cost_usd", "held_nano_usd"}
+var sumColumns = []string{"requests", "prompt_tokens", "completion_tokens", "cost_nano_usd", "cost_usd", "held_nano_usd",
+	"unpriced_requests"}
 
 // ContentType is the media type of a format.
 func ContentType(format string) string {
@@ -72,11 +73,16 @@ func (rw *RowWriter) Write(r Row) error {
 		if r.TTFTMs != nil {
 			ttft = strconv.FormatInt(*r.TTFTMs, 10)
 		}
+		cost := usdText(r.CostNano)
+		if r.Unpriced {
+			cost = "" // unknown, not 0
+		}
 		return rw.csv.Write([]string{strconv.FormatInt(r.ID, 10), r.Time.UTC().Format(time.RFC3339Nano), cell(r.RequestID),
 			cell(r.Tenant), cell(r.KeyID), cell(r.Model), cell(r.Provider), cell(r.ProviderModel), cell(r.Endpoint),
 			strconv.Itoa(r.Status), strconv.Itoa(r.Attempts), strconv.FormatInt(r.PromptTokens, 10),
-			strconv.FormatInt(r.CompletionTokens, 10), strconv.FormatInt(r.CostNano, 10), usdText(r.CostNano),
-			strconv.FormatInt(r.HeldNano, 10), ttft, strconv.FormatInt(r.DurationMs, 10), strconv.FormatBool(r.Stream)})
+			strconv.FormatInt(r.CompletionTokens, 10), strconv.FormatInt(r.CostNano, 10), cost,
+			strconv.FormatInt(r.HeldNano, 10), ttft, strconv.FormatInt(r.DurationMs, 10), strconv.FormatBool(r.Stream),
+			strconv.FormatBool(r.Unpriced)})
 	}
 	b, err := json.Marshal(r)
 	if err != nil {
@@ -127,7 +133,7 @@ func WriteGroups(w io.Writer, format string, dims []string, groups []Group) erro
 			}
 			rec = append(rec, strconv.FormatInt(g.Requests, 10), strconv.FormatInt(g.PromptTokens, 10),
 				strconv.FormatInt(g.CompletionTokens, 10), strconv.FormatInt(g.CostNano, 10), usdText(g.CostNano),
-				strconv.FormatInt(g.HeldNano, 10))
+				strconv.FormatInt(g.HeldNano, 10), strconv.FormatInt(g.Unpriced, 10))
 			_ = c.Write(rec)
 		}
 		c.Flush()
@@ -154,6 +160,7 @@ func Totals(groups []Group) Group {
 		t.CompletionTokens += g.CompletionTokens
 		t.CostNano += g.CostNano
 		t.HeldNano += g.HeldNano
+		t.Unpriced += g.Unpriced
 	}
 	return t
 }

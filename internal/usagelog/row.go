@@ -43,6 +43,9 @@ type Row struct {
 	// reserved for attempts of uncertain outcome (never settled).
 	CostNano int64 `json:"cost_nano_usd"`
 	HeldNano int64 `json:"held_nano_usd"`
+	// Unpriced: some usage of the request had no price (no catalog price,
+	// no provider bill): CostNano leaves it out, and cost_usd is null.
+	Unpriced bool `json:"unpriced"`
 	// TTFTMs is the stream's time to first token (nil: not a stream, or
 	// no token).
 	TTFTMs     *int64 `json:"ttft_ms"`
@@ -50,14 +53,20 @@ type Row struct {
 	Stream     bool   `json:"stream"`
 }
 
-// MarshalJSON adds cost_usd beside the exact nano-USD amount.
+// MarshalJSON adds cost_usd beside the exact nano-USD amount (null when
+// unpriced: an unknown price is never shown as 0).
 func (r Row) MarshalJSON() ([]byte, error) {
 	type plain Row
+	var cost *float64
+	if !r.Unpriced {
+		c := usd(r.CostNano)
+		cost = &c
+	}
 	return json.Marshal(struct {
 		plain
-		Time    string  `json:"time"`
-		CostUSD float64 `json:"cost_usd"`
-	}{plain(r), r.Time.UTC().Format(time.RFC3339Nano), usd(r.CostNano)})
+		Time    string   `json:"time"`
+		CostUSD *float64 `json:"cost_usd"`
+	}{plain(r), r.Time.UTC().Format(time.RFC3339Nano), cost})
 }
 
 func usd(nano int64) float64 { return float64(nano) / 1e9 }
@@ -84,6 +93,8 @@ type Group struct {
 	CompletionTokens int64
 	CostNano         int64
 	HeldNano         int64
+	// Unpriced counts the requests with usage of no known price.
+	Unpriced int64
 }
 
 // MarshalJSON flattens the keys beside the sums.
@@ -98,5 +109,6 @@ func (g Group) MarshalJSON() ([]byte, error) {
 	m["cost_nano_usd"] = g.CostNano
 	m["cost_usd"] = usd(g.CostNano)
 	m["held_nano_usd"] = g.HeldNano
+	m["unpriced_requests"] = g.Unpriced
 	return json.Marshal(m)
 }
