@@ -2,8 +2,10 @@ package usagelog
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -209,5 +211,40 @@ func TestSummarizeAndList(t *testing.T) {
 	}
 	if len(seen) != 30 {
 		t.Fatalf("the cursor walked %d rows, want 30", len(seen))
+	}
+}
+
+// TestOpenUpgradesFirstSchema: a file written before the unpriced column
+// existed is upgraded when opened, its rows kept.
+func TestOpenUpgradesFirstSchema(t *testing.T) {
+	path := filepath.Join(t.TempDir(), DefaultFile)
+	old, err := sql.Open("sqlite", dsn(path, false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := strings.Replace(schema, ",\n\tunpriced          INTEGER NOT NULL DEFAULT 0", "", 1)
+	if first == schema {
+		t.Fatal("the test no longer finds the unpriced column in the schema")
+	}
+	if _, err := old.Exec(first); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := old.Exec(`INSERT INTO usage_log (ts_ms, request_id, tenant, key_id, model, provider, provider_model, endpoint,
+		status, attempts, prompt_tokens, completion_tokens, cost_nano, held_nano, duration_ms, stream)
+		VALUES (1, 'r', 't', 'k', 'm', 'p', 'pm', 'e', 200, 1, 1, 1, 5, 0, 1, 0)`); err != nil {
+		t.Fatal(err)
+	}
+	old.Close()
+	db, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if err := db.Insert(context.Background(), Row{Time: t0, RequestID: "new", Unpriced: true}); err != nil {
+		t.Fatal(err)
+	}
+	g, err := db.Summarize(context.Background(), Filter{}, nil)
+	if err != nil || g[0].Requests != 2 || g[0].Unpriced != 1 || g[0].CostNano != 5 {
+		t.Fatalf("%+v %v", g, err)
 	}
 }
