@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"log/slog"
+	"math"
 	"net/http"
 	"slices"
 	"time"
@@ -104,7 +105,7 @@ func (s *Server) overContext(rt *route.Route, fb *config.Fallbacks, usable func(
 		return 0, false
 	}
 	e := size()
-	n := e.Input + e.StatedOutput
+	n := e.Input + min(e.StatedOutput, math.MaxInt64-e.Input) // a max_tokens near 2^63 must not wrap
 	return n, n > rt.ContextLength
 }
 

@@ -113,12 +113,17 @@ func TestModelFallbackContextWindowBeforeSending(t *testing.T) {
 	if a.Header.Get(FallbackModelHeader) != "big" || g.mock("s1").Calls() != 0 {
 		t.Fatalf("max_tokens beyond the window: fallback %q, small called %d", a.Header.Get(FallbackModelHeader), g.mock("s1").Calls())
 	}
+	// The largest max_tokens JSON allows does not wrap the sum around.
+	a = g.post("/v1/chat/completions", `{"model":"small","max_tokens":9223372036854775807,"messages":[{"role":"user","content":"hi"}]}`)
+	if a.Header.Get(FallbackModelHeader) != "big" || g.mock("s1").Calls() != 0 {
+		t.Fatalf("max_tokens 2^63-1: fallback %q, small called %d", a.Header.Get(FallbackModelHeader), g.mock("s1").Calls())
+	}
 	a = g.post("/v1/chat/completions", smallBody)
 	if a.Header.Get(FallbackModelHeader) != "" || a.Header.Get("X-Switchboard-Provider") != "s1" {
 		t.Fatalf("a short prompt: provider %q, fallback %q", a.Header.Get("X-Switchboard-Provider"), a.Header.Get(FallbackModelHeader))
 	}
 	m := g.get("/metrics")
-	if !strings.Contains(m.Body, `switchboard_model_fallbacks_total{condition="context_window",fallback="big",model="small"} 2`) {
+	if !strings.Contains(m.Body, `switchboard_model_fallbacks_total{condition="context_window",fallback="big",model="small"} 3`) {
 		t.Errorf("fallback metric missing:\n%s", grep(m.Body, "fallbacks"))
 	}
 }
