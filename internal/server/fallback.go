@@ -68,10 +68,14 @@ func (s *Server) serve(ctx context.Context, in *incoming, call *proxy.Call) (*pr
 		}
 		fail.Attempts = append(attempts, fail.Attempts...)
 		attempts = fail.Attempts
+		if !fb.Covers(cond) {
+			return nil, fail
+		}
+		// The model's failure met its on: every fallback is tried in
+		// turn, whatever the previous one failed with, unless that
+		// failure ends the request (client gone, the caller's own limit,
+		// a request refused as invalid).
 		for _, name := range modelsOf(fb) {
-			if !fb.Covers(cond) {
-				break
-			}
 			if !usable(name) {
 				continue
 			}
@@ -88,7 +92,10 @@ func (s *Server) serve(ctx context.Context, in *incoming, call *proxy.Call) (*pr
 			if res != nil {
 				return res, nil
 			}
-			fail, cond = f, f.Condition()
+			fail = f
+			if f.Condition() == "" {
+				break
+			}
 		}
 		return nil, fail
 	}

@@ -194,6 +194,40 @@ retries: {max_attempts: 1, max_rounds: 1}
 	}
 }
 
+// A model's fallbacks are tried in turn once its own failure meets its
+// on, whatever the one before failed with: a prompt too long for a goes
+// to b and, b being down, to c. A fallback that refuses the request as
+// invalid ends it (c is not called).
+func TestModelFallbacksTriedInTurn(t *testing.T) {
+	g := startGateway(t, `providers:
+  p1: {type: mock, mock: {tokens: 3}}
+  p2: {type: mock, mock: {tokens: 3}}
+  p3: {type: mock, mock: {tokens: 3}}
+models:
+  - {name: a, providers: [{provider: p1}], fallbacks: {models: [b, c], on: [context_window]}}
+  - {name: b, providers: [{provider: p2}]}
+  - {name: c, providers: [{provider: p3}]}
+retries: {max_attempts: 1, max_rounds: 1}
+`)
+	body := `{"model":"a","messages":[{"role":"user","content":"hi"}]}`
+	g.mock("p1").Script(mock.Fault{Status: 400, Body: []byte(openAIContext)})
+	g.mock("p2").Script(mock.Fault{Status: 503})
+	a := g.post("/v1/chat/completions", body)
+	if a.Status != 200 || a.Header.Get(FallbackModelHeader) != "c" {
+		t.Fatalf("b down: %d fallback %q: %s", a.Status, a.Header.Get(FallbackModelHeader), a.Body)
+	}
+	m := g.get("/metrics")
+	if !strings.Contains(m.Body, `switchboard_model_fallbacks_total{condition="context_window",fallback="c",model="a"} 1`) {
+		t.Errorf("fallback to c not counted under a's condition:\n%s", grep(m.Body, "fallbacks"))
+	}
+	g.mock("p1").Script(mock.Fault{Status: 400, Body: []byte(openAIContext)})
+	g.mock("p2").Script(mock.Fault{Status: 400, Body: []byte(plainInvalid)})
+	a = g.post("/v1/chat/completions", body)
+	if a.Status != 400 || g.mock("p3").Calls() != 1 {
+		t.Fatalf("b refusing the request as invalid: %d, c called %d times (want 1, the first request): %s", a.Status, g.mock("p3").Calls(), a.Body)
+	}
+}
+
 // The fallback model is admitted for its own price: under a budget, a
 // model whose provider cannot be priced is passed over (a provider-scoped
 // refusal) and the priced fallback serves; the caller's own limit is not
