@@ -2,7 +2,11 @@ package server
 
 import (
 	"context"
+	"fmt"
+	"maps"
 	"net/http"
+	"net/url"
+	"slices"
 	"strings"
 	"time"
 )
@@ -105,4 +109,30 @@ func adminRouteLabel(p string) string {
 		return "/admin/v1/" + coll + "/{id}"
 	}
 	return "/admin/v1/" + coll
+}
+
+// adminParams reads the query of an admin list route, refusing (400,
+// naming it) a parameter the route does not take or one given twice: a
+// typo such as ?revoked=no or ?limt=5 must not silently answer as if it
+// were absent.
+func adminParams(w http.ResponseWriter, r *http.Request, known ...string) (url.Values, bool) {
+	q := r.URL.Query()
+	for _, name := range slices.Sorted(maps.Keys(q)) { // sorted: the same parameter is named every time
+		vs := q[name]
+		msg := ""
+		switch {
+		case !slices.Contains(known, name) && len(known) == 0:
+			msg = fmt.Sprintf("%s: unknown parameter; this route takes none", name)
+		case !slices.Contains(known, name):
+			msg = fmt.Sprintf("%s: unknown parameter; accepted: %s", name, strings.Join(known, ", "))
+		case len(vs) > 1:
+			msg = name + ": given more than once"
+		default:
+			continue
+		}
+		writeError(w, OpenAI, &apiError{Status: http.StatusBadRequest, Type: "invalid_request_error", Code: "invalid_value",
+			Param: name, Message: msg})
+		return nil, false
+	}
+	return q, true
 }

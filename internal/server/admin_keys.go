@@ -170,7 +170,20 @@ func (s *Server) handleAdminKeys(w http.ResponseWriter, r *http.Request) {
 		s.writeIssue(w, r, http.StatusCreated, is, err)
 		return
 	}
-	q := r.URL.Query()
+	q, ok := adminParams(w, r, "limit", "after", "revoked")
+	if !ok {
+		return
+	}
+	hideRevoked := false
+	switch v, given := q["revoked"]; {
+	case !given || v[0] == "true":
+	case v[0] == "false":
+		hideRevoked = true
+	default:
+		writeError(w, OpenAI, &apiError{Status: 400, Type: "invalid_request_error", Code: "invalid_value", Param: "revoked",
+			Message: fmt.Sprintf("revoked: want true or false, got %q", v[0])})
+		return
+	}
 	limit := keysDefaultLimit
 	if v := q.Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
@@ -195,12 +208,9 @@ func (s *Server) handleAdminKeys(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}
-	hideRevoked := q.Get("revoked") == "false"
 	issued := make([]*admin.Key, 0, len(st.Keys))
 	for _, k := range st.Keys {
-		if !hideRevoked || k.Revoked == nil {
-			issued = append(issued, k)
-		}
+		issued = append(issued, k)
 	}
 	// Oldest first; the id breaks ties, so that "after" is a stable cursor.
 	slices.SortFunc(issued, func(a, b *admin.Key) int {
@@ -209,6 +219,8 @@ func (s *Server) handleAdminKeys(w http.ResponseWriter, r *http.Request) {
 		}
 		return strings.Compare(a.ID, b.ID)
 	})
+	// The cursor is looked up before revoked keys are left out: a key
+	// revoked between two pages still marks where the next one starts.
 	if after != "" {
 		i := slices.IndexFunc(issued, func(k *admin.Key) bool { return k.ID == after })
 		if i < 0 {
@@ -217,6 +229,9 @@ func (s *Server) handleAdminKeys(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		issued = issued[i+1:]
+	}
+	if hideRevoked {
+		issued = slices.DeleteFunc(issued, func(k *admin.Key) bool { return k.Revoked != nil })
 	}
 	more := len(issued) > limit
 	if more {
@@ -379,6 +394,9 @@ func (s *Server) handleAdminTenants(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusCreated, issuedTenantView(t))
 		return
 	}
+	if _, ok := adminParams(w, r); !ok {
+		return
+	}
 	st, err := s.adminSvc.Load(r.Context())
 	if err != nil {
 		s.adminFailed(w, r, err)
@@ -451,9 +469,13 @@ const (
 // handleAdminAudit lists audit rows oldest first; has_more and next_after
 // page on.
 func (s *Server) handleAdminAudit(w http.ResponseWriter, r *http.Request) {
+	params, ok := adminParams(w, r, "after", "limit")
+	if !ok {
+		return
+	}
 	q := admin.AuditQuery{Limit: auditDefaultLimit}
 	for param, dst := range map[string]*int64{"after": &q.After} {
-		if v := r.URL.Query().Get(param); v != "" {
+		if v := params.Get(param); v != "" {
 			n, err := strconv.ParseInt(v, 10, 64)
 			if err != nil || n < 0 {
 				writeError(w, OpenAI, &apiError{Status: 400, Type: "invalid_request_error", Code: "invalid_value", Param: param,
@@ -463,7 +485,7 @@ func (s *Server) handleAdminAudit(w http.ResponseWriter, r *http.Request) {
 			*dst = n
 		}
 	}
-	if v := r.URL.Query().Get("limit"); v != "" {
+	if v := params.Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > auditMaxLimit {
 			writeError(w, OpenAI, &apiError{Status: 400, Type: "invalid_request_error", Code: "invalid_value", Param: "limit",

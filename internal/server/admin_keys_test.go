@@ -318,4 +318,50 @@ func TestAdminKeyPages(t *testing.T) {
 			t.Errorf("%s: %d", q, a.Status)
 		}
 	}
+
+	// Paging with revoked=false while the key that ended the last page is
+	// revoked: the cursor still says where the next page starts.
+	a = g.adminCall("GET", "/admin/v1/keys?revoked=false&limit=2", "")
+	cursor := gjson.Get(a.Body, "next_after").String()
+	if cursor != ids[1] {
+		t.Fatalf("first live page: %s", a.Body)
+	}
+	if a := g.adminCall("POST", "/admin/v1/keys/"+ids[1]+"/revoke", ""); a.Status != 200 {
+		t.Fatal(a.Body)
+	}
+	a = g.adminCall("GET", "/admin/v1/keys?revoked=false&limit=2&after="+cursor, "")
+	if got := gjson.Get(a.Body, "data.#.id").String(); a.Status != 200 || got != `["`+ids[2]+`","`+ids[3]+`"]` {
+		t.Fatalf("next live page after its cursor was revoked: %d %s", a.Status, a.Body)
+	}
+	if a := g.adminCall("GET", "/admin/v1/keys?revoked=false", ""); strings.Contains(a.Body, ids[1]) {
+		t.Errorf("revoked=false lists a revoked key: %s", a.Body)
+	}
+}
+
+// TestAdminListParams: a parameter a list route does not take, a repeated
+// one, or a revoked= that is neither true nor false is a 400 naming it,
+// never silently the default (?revoked=no would list revoked keys).
+func TestAdminListParams(t *testing.T) {
+	g := startGateway(t, adminYAML)
+	tests := []struct{ path, param string }{
+		{"/admin/v1/keys?revoked=no", "revoked"},
+		{"/admin/v1/keys?revoked=0", "revoked"},
+		{"/admin/v1/keys?revoked=", "revoked"},
+		{"/admin/v1/keys?limt=5", "limt"},
+		{"/admin/v1/keys?limit=1&limit=2", "limit"},
+		{"/admin/v1/audit?since=5", "since"},
+		{"/admin/v1/audit?after=1&after=2", "after"},
+		{"/admin/v1/tenants?limit=5", "limit"},
+	}
+	for _, tt := range tests {
+		a := g.adminCall("GET", tt.path, "")
+		if a.Status != 400 || gjson.Get(a.Body, "error.code").String() != "invalid_value" || gjson.Get(a.Body, "error.param").String() != tt.param {
+			t.Errorf("GET %s: %d %s, want 400 invalid_value naming %s", tt.path, a.Status, a.Body, tt.param)
+		}
+	}
+	for _, p := range []string{"/admin/v1/keys?revoked=true&limit=5", "/admin/v1/keys?revoked=false", "/admin/v1/audit?after=0&limit=5", "/admin/v1/tenants"} {
+		if a := g.adminCall("GET", p, ""); a.Status != 200 {
+			t.Errorf("GET %s: %d %s", p, a.Status, a.Body)
+		}
+	}
 }
