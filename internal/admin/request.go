@@ -98,6 +98,10 @@ func Decode(body []byte, v any, known []string) (Patch, *Error) {
 	if err := json.Unmarshal(body, &raw); err != nil {
 		return p, &Error{Status: http.StatusBadRequest, Code: "invalid_json", Message: "the body must be one JSON object: " + strings.TrimPrefix(err.Error(), "json: ")}
 	}
+	if k, dup := duplicateField(body); dup {
+		return p, &Error{Status: http.StatusBadRequest, Code: "invalid_json", Param: k,
+			Message: fmt.Sprintf("field %q is given twice; give each field once", k)}
+	}
 	for k := range raw {
 		p.present[k] = true
 	}
@@ -125,6 +129,34 @@ func Decode(body []byte, v any, known []string) (Patch, *Error) {
 		return p, &Error{Status: http.StatusBadRequest, Code: "invalid_json", Message: "unexpected data after the JSON object"}
 	}
 	return p, nil
+}
+
+// duplicateField finds a field named twice in a JSON object (body is one
+// valid object). Decoders keep the last copy, so a body naming one value
+// first could be logged or checked by a proxy with one value and applied
+// with another; like /v1 bodies, it is refused.
+func duplicateField(body []byte) (string, bool) {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	if _, err := dec.Token(); err != nil { // {
+		return "", false
+	}
+	seen := map[string]bool{}
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return "", false
+		}
+		k, _ := t.(string)
+		if seen[k] {
+			return k, true
+		}
+		seen[k] = true
+		var skip json.RawMessage
+		if err := dec.Decode(&skip); err != nil {
+			return "", false
+		}
+	}
+	return "", false
 }
 
 func wantOf(t string) string {

@@ -96,6 +96,9 @@ func (s *Server) adminBody(w http.ResponseWriter, r *http.Request) ([]byte, bool
 	snap := s.snap.Load()
 	b, aerr := readBody(r, w, maxAdminBody, snap.Config.Limits.BodyTimeout.D())
 	if aerr != nil {
+		if aerr.Code == "request_too_large" { // a fixed bound, not limits.max_request_body
+			aerr.Message = fmt.Sprintf("an admin request body is limited to %d bytes", maxAdminBody)
+		}
 		writeError(w, OpenAI, aerr)
 		return nil, false
 	}

@@ -247,6 +247,8 @@ func TestAdminValidation(t *testing.T) {
 		{"POST", "/admin/v1/keys", `{"name":"k","tenant":"team","models":"m"}`, 400, "invalid_value", "models"},
 		{"POST", "/admin/v1/keys", `{"name":"taken","tenant":"team"}`, 409, "duplicate_name", "name"},
 		{"POST", "/admin/v1/keys", `[`, 400, "invalid_json", ""},
+		{"POST", "/admin/v1/keys", `{"name":"k","tenant":"team","name":"taken"}`, 400, "invalid_json", "name"},
+		{"PATCH", "/admin/v1/tenants/team", `{"rpm":5,"rpm":null}`, 400, "invalid_json", "rpm"},
 		{"POST", "/admin/v1/keys", `{"name":"k","tenant":"team"} {}`, 400, "invalid_json", ""},
 		{"POST", "/admin/v1/tenants", `{"name":"t","rpm":-1}`, 400, "invalid_value", "rpm"},
 		{"POST", "/admin/v1/tenants", `{"name":"t","tpm":1e13}`, 400, "invalid_value", "tpm"},
@@ -282,6 +284,11 @@ func TestAdminValidation(t *testing.T) {
 	if a := g.adminCall("PATCH", "/admin/v1/keys/"+gjson.Get(g.adminCall("GET", "/admin/v1/keys", "").Body, `data.#(name=="taken").id`).String(),
 		`{"rpm":5}`); !strings.Contains(a.Body, "PATCH /admin/v1/tenants/") {
 		t.Errorf("a limit on a key does not point to the tenant: %s", a.Body)
+	}
+	// The admin bound is its own, not limits.max_request_body.
+	if a := g.adminCall("POST", "/admin/v1/tenants", `{"name":"`+strings.Repeat("n", 70<<10)+`"}`); a.Status != 413 ||
+		!strings.Contains(a.Body, "admin request body is limited to 65536 bytes") {
+		t.Errorf("a 70 KiB admin body: %d %s", a.Status, a.Body)
 	}
 	// Nothing refused was written: two changes so far.
 	if a := g.adminCall("GET", "/admin/v1/audit", ""); gjson.Get(a.Body, "data.#").Int() != 2 {
