@@ -38,7 +38,7 @@ func (f *Failure) note(perr *provider.Error, reason string) {
 		f.seen.contentPolicy = true
 	case reason == "rate_limited" || reason == "quota_exhausted":
 		f.seen.rateLimited++
-	case reason == "client_error":
+	case reason == "client_error" && !providerRefusal(perr.Status):
 		f.seen.clientErrors++
 	default:
 		f.seen.others++
@@ -52,6 +52,13 @@ func (f *Failure) notePaused(order []*route.Candidate) {
 		f.Attempts = append(f.Attempts, Attempt{Provider: c.Provider, Reason: "paused"})
 		f.seen.rateLimited++
 	}
+}
+
+// providerRefusal: a 4xx about the provider's side, not the request: its
+// key (401), its permissions (403 without a quota), its model name (404).
+// Another model may serve, so it is an error for fallbacks.
+func providerRefusal(status int) bool {
+	return status == 401 || status == 403 || status == 404
 }
 
 // noteRefusal records a provider the gateway passed over.

@@ -42,6 +42,8 @@ var (
 	openAIContent    = `{"error":{"message":"Your request was rejected as a result of our safety system.","type":"invalid_request_error","param":null,"code":"content_policy_violation"}}`
 	azureContent     = `{"error":{"message":"The response was filtered due to the prompt triggering Azure OpenAI's content management policy.","type":null,"param":"prompt","code":"content_filter","status":400,"innererror":{"code":"ResponsibleAIPolicyViolation"}}}`
 	anthropicContent = `{"type":"error","error":{"type":"invalid_request_error","message":"Output blocked by content filtering policy"}}`
+	openAIBadKey     = `{"error":{"message":"Incorrect API key provided: sk-proj-****abcd.","type":"invalid_request_error","param":null,"code":"invalid_api_key"}}`
+	openAIModelGone  = `{"error":{"message":"The model 'gpt-3.5-turbo-0301' has been deprecated","type":"invalid_request_error","param":null,"code":"model_not_found"}}`
 	plainInvalid     = `{"error":{"message":"'messages' must contain at least one message","type":"invalid_request_error","param":"messages","code":null}}`
 )
 
@@ -59,6 +61,8 @@ func TestModelFallbackConditions(t *testing.T) {
 	}{
 		{"error: 503", "[error]", mock.Fault{Status: 503}, true, 0},
 		{"error: connection failure", "[error]", mock.Fault{Transport: true}, true, 0},
+		{"error: the provider's key refused (401)", "[error]", mock.Fault{Status: 401, Body: []byte(openAIBadKey)}, true, 0},
+		{"error: the provider's model gone (404)", "[error]", mock.Fault{Status: 404, Body: []byte(openAIModelGone)}, true, 0},
 		{"context_window: OpenAI context_length_exceeded", "[context_window]", mock.Fault{Status: 400, Body: []byte(openAIContext)}, true, 0},
 		{"context_window: Anthropic prompt is too long", "[context_window]", mock.Fault{Status: 400, Body: []byte(anthropicContext)}, true, 0},
 		{"context_window: Gemini input token count", "[context_window]", mock.Fault{Status: 400, Body: []byte(geminiContext)}, true, 0},
