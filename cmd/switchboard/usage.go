@@ -59,6 +59,26 @@ func usageCmd(args []string, stdout, stderr io.Writer) int {
 	if !ok {
 		return code
 	}
+	// One source: --url with a file flag would silently ignore the file,
+	// and --key without --url would be ignored too.
+	var fileFlags []string
+	keyGiven := false
+	fs.Visit(func(f *flag.Flag) {
+		switch f.Name {
+		case "db", "state-dir", "config":
+			fileFlags = append(fileFlags, "--"+f.Name)
+		case "key":
+			keyGiven = true
+		}
+	})
+	switch {
+	case *base != "" && len(fileFlags) > 0:
+		fmt.Fprintf(stderr, "--url queries a gateway, %s names a file: give one source\n", strings.Join(fileFlags, " and "))
+		return 2
+	case *base == "" && keyGiven:
+		fmt.Fprintln(stderr, "--key is the admin key for --url; a file needs no key")
+		return 2
+	}
 	kind := usagelog.KindUsage
 	switch {
 	case len(words) == 0 || len(words) == 1 && words[0] == "summary":

@@ -63,6 +63,8 @@ func TestUsageCommandLocal(t *testing.T) {
 		{"bad format", []string{"usage", "--db", path, "--format", "xml"}, 2, nil, []string{"--format"}},
 		{"unknown word", []string{"usage", "everything"}, 2, nil, []string{"usage: switchboard usage"}},
 		{"no file", []string{"usage", "--db", filepath.Join(dir, "missing.db")}, 1, nil, []string{"error:", "missing.db"}},
+		{"a file and a url", []string{"usage", "--db", path, "--url", "http://127.0.0.1:1"}, 2, nil, []string{"--url queries a gateway, --db names a file"}},
+		{"a key without a url", []string{"usage", "--db", path, "--key", "sk-admin"}, 2, nil, []string{"--key is the admin key for --url"}},
 	})
 }
 
