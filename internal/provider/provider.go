@@ -22,6 +22,18 @@ const (
 	Messages Endpoint = "messages"
 )
 
+// Limited is a provider that serves only some endpoints (the translating
+// types); a provider without the method serves every endpoint.
+type Limited interface {
+	Serves(ep Endpoint) bool
+}
+
+// Serves reports whether p can serve ep.
+func Serves(p Provider, ep Endpoint) bool {
+	l, ok := p.(Limited)
+	return !ok || l.Serves(ep)
+}
+
 // Request is one attempt's input. Body is an OpenAI-shaped request whose
 // "model" already names the provider's model; providers that speak another
 // protocol translate it. A Request is never mutated by Send, so the attempt

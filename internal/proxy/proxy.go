@@ -229,6 +229,7 @@ func (p *Proxy) Do(ctx context.Context, c *Call) (*Result, *Failure) {
 	if order == nil {
 		order = DefaultOrder(c.Route)
 	}
+	order = serving(order, c.Endpoint)
 	f := &Failure{}
 	for round := 0; round < max(1, c.Opts.MaxRounds); round++ {
 		if c.Opts.LeaveWhenPaused && p.allPaused(order) {
@@ -819,6 +820,29 @@ func (p *Proxy) log(ctx context.Context, msg string, cand *route.Candidate, perr
 	}
 	p.Log.LogAttrs(ctx, slog.LevelWarn, msg, slog.String("provider", cand.Provider),
 		slog.Int("status", perr.Status), slog.String("reason", reason), slog.String("error", perr.Error()))
+}
+
+// serving is order without the providers that cannot serve ep (an
+// Anthropic or Gemini one for /v1/responses): their refusal would only
+// stand in for the real failure of the others, as a 400. When none can,
+// order is kept and their own unsupported_endpoint answer is the answer.
+func serving(order []*route.Candidate, ep provider.Endpoint) []*route.Candidate {
+	n := 0
+	for _, c := range order {
+		if provider.Serves(c.Send, ep) {
+			n++
+		}
+	}
+	if n == 0 || n == len(order) {
+		return order
+	}
+	out := make([]*route.Candidate, 0, n)
+	for _, c := range order {
+		if provider.Serves(c.Send, ep) {
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
 // DefaultOrder is the route's primary first, then config order.

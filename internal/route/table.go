@@ -68,6 +68,16 @@ type Route struct {
 	ContextLength int64
 }
 
+// Serves reports whether any provider of r can serve ep.
+func (r *Route) Serves(ep provider.Endpoint) bool {
+	for _, c := range r.Candidates {
+		if provider.Serves(c.Send, ep) {
+			return true
+		}
+	}
+	return false
+}
+
 // Table is the compiled routing of one config snapshot.
 type Table struct {
 	routes map[string]*Route

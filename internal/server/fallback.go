@@ -37,9 +37,12 @@ func (s *Server) serve(ctx context.Context, in *incoming, call *proxy.Call) (*pr
 	}
 	visited := map[string]bool{}
 	// usable: a fallback not yet tried this request, that the caller's key
-	// may use (a key limited to some models falls back only among them).
+	// may use (a key limited to some models falls back only among them)
+	// and that has a provider for the endpoint (an Anthropic-only model
+	// cannot take a /v1/responses request).
 	usable := func(name string) bool {
-		return !visited[name] && in.snap.Routes.Lookup(name) != nil && in.id.MayUse(name)
+		rt := in.snap.Routes.Lookup(name)
+		return !visited[name] && rt != nil && in.id.MayUse(name) && rt.Serves(call.Endpoint)
 	}
 	var attempts []proxy.Attempt
 	var walk func(c *proxy.Call) (*proxy.Result, *proxy.Failure)

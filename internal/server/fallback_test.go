@@ -396,3 +396,33 @@ retries: {max_attempts: 1, max_rounds: 1}
 		t.Errorf("upstream calls: anthropic %d, gemini %d; want 2 each", len(anth.bodies), len(gem.bodies))
 	}
 }
+
+// A provider that cannot serve the endpoint (Anthropic for /v1/responses)
+// is neither a fallback nor an attempt: the real failure of the others is
+// the answer (a 503 passed through), not its unsupported_endpoint 400.
+// Alone, it still answers for itself.
+func TestFallbackSkipsProvidersWithoutTheEndpoint(t *testing.T) {
+	g := startGateway(t, `providers:
+  s1: {type: mock, mock: {tokens: 3}}
+  claude: {type: anthropic, base_url: "http://127.0.0.1:9/v1", api_key: k}
+models:
+  - {name: a, providers: [{provider: s1}], fallbacks: [c]}
+  - {name: m, providers: [{provider: s1}, {provider: claude}]}
+  - {name: c, providers: [{provider: claude}]}
+retries: {max_attempts: 1, max_rounds: 1}
+`)
+	for _, model := range []string{"a", "m"} {
+		g.mock("s1").Script(mock.Fault{Status: 503})
+		a := g.post("/v1/responses", `{"model":"`+model+`","input":"hi"}`)
+		if a.Status != 503 || a.Header.Get(FallbackModelHeader) != "" || strings.Contains(a.Body, "unsupported_endpoint") {
+			t.Errorf("model %s: %d fallback %q: %s", model, a.Status, a.Header.Get(FallbackModelHeader), a.Body)
+		}
+	}
+	a := g.post("/v1/responses", `{"model":"c","input":"hi"}`)
+	if a.Status != 400 || gjson.Get(a.Body, "error.code").String() != "unsupported_endpoint" {
+		t.Errorf("an Anthropic-only model on /v1/responses: %d %s", a.Status, a.Body)
+	}
+	if a := g.post("/v1/chat/completions", `{"model":"a","messages":[{"role":"user","content":"hi"}]}`); a.Status != 200 {
+		t.Errorf("chat on a: %d %s", a.Status, a.Body)
+	}
+}

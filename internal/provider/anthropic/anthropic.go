@@ -26,6 +26,12 @@ func New(c *config.Provider, client *http.Client) *Provider {
 	return &Provider{provider.NewUpstream(c, client)}
 }
 
+// Serves implements provider.Limited: chat completions (translated) and
+// the Messages API (passed through).
+func (p *Provider) Serves(ep provider.Endpoint) bool {
+	return ep == provider.Chat || ep == provider.Messages
+}
+
 // Send performs one attempt.
 func (p *Provider) Send(ctx context.Context, req *provider.Request) (*provider.Response, error) {
 	switch req.Endpoint {

@@ -43,6 +43,9 @@ func (p *Provider) NativeBody(req *provider.Request) (string, []byte, bool) {
 	return NativeEndpoint, t.Body(), true
 }
 
+// Serves implements provider.Limited: only chat completions.
+func (p *Provider) Serves(ep provider.Endpoint) bool { return ep == provider.Chat }
+
 // Send performs one attempt. Only chat completions can be served.
 func (p *Provider) Send(ctx context.Context, req *provider.Request) (*provider.Response, error) {
 	if req.Endpoint != provider.Chat {
