@@ -122,7 +122,9 @@ type Mock struct {
 // Model is a client-facing model name routed to one or more providers.
 type Model struct {
 	Name string `yaml:"name"`
-	// ContextLength is advertised in /v1/models/{name}; optional.
+	// ContextLength is advertised in /v1/models/{name} and checked before
+	// sending when a fallback covers context_window; optional (default 0:
+	// the catalog's window), 0 or more.
 	ContextLength int              `yaml:"context_length"`
 	Providers     []*ModelProvider `yaml:"providers"`
 	// Per-model overrides of performance.* and timeouts.ttft; nil = global.
