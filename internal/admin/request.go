@@ -184,6 +184,10 @@ func checkName(param, name string) *Error {
 		return invalid(param, "at most %d bytes, got %d", maxNameLen, len(name))
 	case strings.IndexFunc(name, func(r rune) bool { return unicode.IsControl(r) || r == unicode.ReplacementChar }) >= 0:
 		return invalid(param, "must not contain control characters")
+	case strings.IndexFunc(name, func(r rune) bool { return unicode.Is(unicode.Bidi_Control, r) }) >= 0:
+		// An override (U+202E…) reorders what follows it wherever the name
+		// is shown: the audit log, the admin page, a terminal's usage table.
+		return invalid(param, "must not contain bidirectional control characters (U+202A..U+202E, U+2066..U+2069, U+200E, U+200F, U+061C)")
 	}
 	return nil
 }

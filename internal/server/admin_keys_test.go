@@ -238,6 +238,8 @@ func TestAdminValidation(t *testing.T) {
 		{"POST", "/admin/v1/keys", `{"name":"k","tenant":"ghost"}`, 400, "invalid_value", "tenant"},
 		{"POST", "/admin/v1/keys", `{"tenant":"team"}`, 400, "invalid_value", "name"},
 		{"POST", "/admin/v1/keys", `{"name":"a\u0007b","tenant":"team"}`, 400, "invalid_value", "name"},
+		{"POST", "/admin/v1/keys", `{"name":"ci\u202egnp.exe","tenant":"team"}`, 400, "invalid_value", "name"},
+		{"POST", "/admin/v1/tenants", `{"name":"acme\u2066x"}`, 400, "invalid_value", "name"},
 		{"POST", "/admin/v1/keys", `{"name":"` + strings.Repeat("n", 129) + `","tenant":"team"}`, 400, "invalid_value", "name"},
 		{"POST", "/admin/v1/keys", `{"name":"k","tenant":"team","expires_at":"2001-01-01T00:00:00Z"}`, 400, "invalid_value", "expires_at"},
 		{"POST", "/admin/v1/keys", `{"name":"k","tenant":"team","expires_at":"tomorrow"}`, 400, "invalid_value", "expires_at"},
@@ -293,6 +295,10 @@ func TestAdminValidation(t *testing.T) {
 	// Nothing refused was written: two changes so far.
 	if a := g.adminCall("GET", "/admin/v1/audit", ""); gjson.Get(a.Body, "data.#").Int() != 2 {
 		t.Errorf("audit after refusals: %s", a.Body)
+	}
+	// Letters of any script and emoji (a zero-width joiner included) are names.
+	if a := g.adminCall("POST", "/admin/v1/tenants", `{"name":"équipe 日本 👩‍💻"}`); a.Status != 201 {
+		t.Errorf("a unicode tenant name: %d %s", a.Status, a.Body)
 	}
 }
 
