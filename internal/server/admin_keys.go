@@ -256,9 +256,23 @@ const (
 	keysMaxLimit     = 10000
 )
 
+// longID answers 404 for a path id longer than any key id or tenant name
+// can be, echoing it bounded (shown) rather than whole.
+func longID(w http.ResponseWriter, what, id string) bool {
+	if len(id) <= maxShown {
+		return false
+	}
+	writeError(w, OpenAI, &apiError{Status: http.StatusNotFound, Type: "not_found_error", Code: "not_found",
+		Message: fmt.Sprintf("no %s %q", what, shown(id))})
+	return true
+}
+
 // handleAdminKey shows (GET), updates (PATCH) or revokes (DELETE) a key.
 func (s *Server) handleAdminKey(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
+	if longID(w, "key", id) {
+		return
+	}
 	if ck := s.configKey(id); ck != nil {
 		if r.Method == http.MethodGet || r.Method == http.MethodHead {
 			writeJSON(w, http.StatusOK, configKeyView(ck))
@@ -283,7 +297,7 @@ func (s *Server) handleAdminKey(w http.ResponseWriter, r *http.Request) {
 		var st *admin.State
 		if st, err = s.adminSvc.Load(ctx); err == nil {
 			if k = st.Keys[id]; k == nil {
-				err = &admin.Error{Status: http.StatusNotFound, Code: "not_found", Message: fmt.Sprintf("no key %q", id)}
+				err = &admin.Error{Status: http.StatusNotFound, Code: "not_found", Message: fmt.Sprintf("no key %q", shown(id))}
 			}
 		}
 	}
@@ -297,6 +311,9 @@ func (s *Server) handleAdminKey(w http.ResponseWriter, r *http.Request) {
 // handleAdminKeyAction runs POST /admin/v1/keys/{id}/revoke or /rotate.
 func (s *Server) handleAdminKeyAction(w http.ResponseWriter, r *http.Request) {
 	id, action := r.PathValue("id"), r.PathValue("action")
+	if longID(w, "key", id) {
+		return
+	}
 	if action != "revoke" && action != "rotate" {
 		writeError(w, OpenAI, &apiError{Status: http.StatusNotFound, Type: "invalid_request_error", Code: "not_found",
 			Message: fmt.Sprintf("no action %q on a key; use revoke or rotate", action)})
@@ -419,6 +436,9 @@ func (s *Server) handleAdminTenants(w http.ResponseWriter, r *http.Request) {
 // handleAdminTenant shows (GET), updates (PATCH) or deletes (DELETE) one.
 func (s *Server) handleAdminTenant(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")
+	if longID(w, "tenant", name) {
+		return
+	}
 	ctx, actor := r.Context(), adminActor(r.Context())
 	st, err := s.adminSvc.Load(ctx)
 	if err != nil {
@@ -456,7 +476,7 @@ func (s *Server) handleAdminTenant(w http.ResponseWriter, r *http.Request) {
 	default:
 		t := st.Tenants[name]
 		if t == nil {
-			s.adminFailed(w, r, &admin.Error{Status: http.StatusNotFound, Code: "not_found", Message: fmt.Sprintf("no tenant %q", name)})
+			s.adminFailed(w, r, &admin.Error{Status: http.StatusNotFound, Code: "not_found", Message: fmt.Sprintf("no tenant %q", shown(name))})
 			return
 		}
 		writeJSON(w, http.StatusOK, issuedTenantView(t))

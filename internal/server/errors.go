@@ -2,10 +2,12 @@ package server
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/tidwall/gjson"
 
@@ -153,4 +155,22 @@ func singleProvider(a []proxy.Attempt) bool {
 		}
 	}
 	return len(a) > 0
+}
+
+// maxShown bounds what a client sent (a path, an id, a model name) where
+// it is logged or echoed in an error: a request line may be up to 1 MB
+// (net/http's header limit), which unbounded would be a 1 MB log line per
+// request, unauthenticated ones included.
+const maxShown = 256
+
+// shown is s cut to maxShown bytes on a rune boundary, saying how long it was.
+func shown(s string) string {
+	if len(s) <= maxShown {
+		return s
+	}
+	cut := maxShown
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return fmt.Sprintf("%s…(%d bytes)", s[:cut], len(s))
 }

@@ -53,7 +53,7 @@ func (s *Server) routes() *http.ServeMux {
 	s.usageRoutes(mux)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, protocolOf(r), &apiError{Status: http.StatusNotFound, Type: "invalid_request_error",
-			Code: "not_found", Message: fmt.Sprintf("no route for %s %s", r.Method, r.URL.Path)})
+			Code: "not_found", Message: fmt.Sprintf("no route for %s %s", shown(r.Method), shown(r.URL.Path))})
 	})
 	return mux
 }
@@ -72,7 +72,7 @@ func (s *Server) get(h http.HandlerFunc) http.HandlerFunc {
 func methodNotAllowed(w http.ResponseWriter, r *http.Request, allow string) {
 	w.Header().Set("Allow", allow)
 	writeError(w, protocolOf(r), &apiError{Status: http.StatusMethodNotAllowed, Type: "invalid_request_error",
-		Code: "method_not_allowed", Message: fmt.Sprintf("method %s is not allowed on %s; use %s", r.Method, r.URL.Path, allow)})
+		Code: "method_not_allowed", Message: fmt.Sprintf("method %s is not allowed on %s; use %s", shown(r.Method), shown(r.URL.Path), allow)})
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
@@ -255,7 +255,7 @@ func (s *Server) handleModel(w http.ResponseWriter, r *http.Request) {
 // that a limited key learns nothing about the models it cannot call.
 func modelNotFound(name string) *apiError {
 	return &apiError{Status: http.StatusNotFound, Type: "invalid_request_error", Code: "model_not_found", Param: "model",
-		Message: fmt.Sprintf("The model %q does not exist or this key may not use it; GET /v1/models lists the models it may use", name)}
+		Message: fmt.Sprintf("The model %q does not exist or this key may not use it; GET /v1/models lists the models it may use", shown(name))}
 }
 
 // readBody reads the whole request body within the configured limit. The

@@ -563,3 +563,49 @@ func TestRefusalReachesAClientStillSending(t *testing.T) {
 		}
 	}
 }
+
+// TestLongPathIsBounded: a request line of hundreds of KB (within
+// net/http's 1 MB header limit) is neither echoed whole in the error nor
+// written whole to the access log, with or without a key.
+func TestLongPathIsBounded(t *testing.T) {
+	g := startServed(t, `providers: {a: {type: mock}}
+models: [{name: m, providers: [{provider: a}]}]
+auth:
+  admin_token: adm-token
+  keys: {sk-t: {tenant: t}}
+`)
+	long := strings.Repeat("a", 300<<10)
+	tests := []struct {
+		method, path, key, body string
+		status                  int
+	}{
+		{"GET", "/" + long, "", "", 404},
+		{"GET", "/v1/" + long, "sk-t", "", 404},
+		{"GET", "/admin/v1/keys/" + long, "adm-token", "", 404},
+		{"POST", "/admin/v1/keys/" + long + "/rotate", "adm-token", "", 404},
+		{"PATCH", "/admin/v1/tenants/" + long, "adm-token", `{"rpm":1}`, 404},
+		{"PUT", "/admin/v1/keys/" + long, "adm-token", "", 405},
+		{"POST", "/v1/chat/completions", "sk-t", `{"model":"` + long + `","messages":[{"role":"user","content":"hi"}]}`, 404},
+	}
+	for _, tt := range tests {
+		req, _ := http.NewRequest(tt.method, "http://"+g.addr+tt.path, strings.NewReader(tt.body))
+		if tt.key != "" {
+			req.Header.Set("Authorization", "Bearer "+tt.key)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != tt.status || len(b) > 2048 || !strings.Contains(string(b), fmt.Sprintf("(%d bytes)", len(long))) &&
+			!strings.Contains(string(b), fmt.Sprintf("(%d bytes)", len(tt.path))) {
+			t.Errorf("%s %.40s: %d, %d bytes: %.200s", tt.method, tt.path, resp.StatusCode, len(b), b)
+		}
+	}
+	for _, line := range strings.Split(g.logs.String(), "\n") {
+		if len(line) > 4096 {
+			t.Errorf("a log line of %d bytes: %.200s", len(line), line)
+		}
+	}
+}

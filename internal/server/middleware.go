@@ -179,8 +179,8 @@ func (s *Server) wrap(next http.Handler) http.Handler {
 			}
 			sw.Answered()
 			if s.Log.Enabled(ctx, slog.LevelInfo) { // the attrs would be built for nothing
-				s.Log.LogAttrs(ctx, slog.LevelInfo, "request", slog.String("method", r.Method),
-					slog.String("path", r.URL.Path), slog.Int("status", sw.status),
+				s.Log.LogAttrs(ctx, slog.LevelInfo, "request", slog.String("method", shown(r.Method)),
+					slog.String("path", shown(r.URL.Path)), slog.Int("status", sw.status),
 					slog.Duration("duration", time.Since(start)))
 			}
 		}()
