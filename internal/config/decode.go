@@ -174,7 +174,7 @@ func (l *loader) walk(n *yaml.Node, v reflect.Value, path string) {
 	n = deref(n)
 	if l.walked++; l.walked > maxValues {
 		if l.walked == maxValues+1 {
-			l.decodeErr(n.Line, path, "the file expands to more than %d values through aliases (*name); refusing it", maxValues)
+			l.decodeErr(n.Line, path, "the file expands to more than %d values (its own and those aliases, *name, repeat); refusing it", maxValues)
 		}
 		return
 	}

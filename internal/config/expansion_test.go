@@ -1,6 +1,7 @@
 package config
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -19,7 +20,26 @@ func TestAliasExpansionBounded(t *testing.T) {
 	b.WriteString("x-m: &m {name: m, providers: [" + strings.Repeat("*p,", 299) + "*p]}\n")
 	b.WriteString("providers:\n  a: {type: mock}\nmodels: [" + strings.Repeat("*m,", 299) + "*m]\n")
 	_, err := Parse([]byte(b.String()), "bomb.yaml")
-	if err == nil || !strings.Contains(err.Error(), "expands to more than 100000 values") {
+	var errs *Errors
+	if !errors.As(err, &errs) || len(*errs) != 1 || !strings.Contains(err.Error(), "expands to more than 100000 values") {
 		t.Fatalf("err = %.300v", err)
+	}
+}
+
+// A file over the bound without any alias gets the same one error, not
+// one more per model left undecoded (a 15,000-model file printed 1,400).
+func TestLargeFileBoundedWithOneError(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("providers:\n  a: {type: mock}\nmodels:\n")
+	for i := range 15000 {
+		fmt.Fprintf(&b, "  - {name: m%d, providers: [{provider: a}], fallbacks: [m%d]}\n", i, i+1)
+	}
+	_, err := Parse([]byte(b.String()), "big.yaml")
+	var errs *Errors
+	if !errors.As(err, &errs) || len(*errs) != 1 {
+		t.Fatalf("want one error, got %.500v", err)
+	}
+	if got := (*errs)[0].Error(); !strings.Contains(got, "expands to more than 100000 values (its own and those aliases") {
+		t.Errorf("got %q", got)
 	}
 }

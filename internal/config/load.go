@@ -46,6 +46,11 @@ func parse(data []byte, filename string, getenv func(string) (string, bool)) (*C
 	if root != nil {
 		l.lines[""] = root.Line
 		l.walk(root, reflect.ValueOf(c).Elem(), "")
+		if l.walked > maxValues {
+			// What was left undecoded would only yield an error per
+			// missing field (thousands of lines): the one error says it.
+			return nil, &l.errs
+		}
 	}
 	l.applyDefaults(c)
 	routingDefaults(c)
