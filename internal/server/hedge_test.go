@@ -530,12 +530,14 @@ func TestHedgedBudgetStaysHard(t *testing.T) {
 	if ok.Load() == 0 || started == 0 || settled+reserved > 3.0000001 {
 		t.Fatalf("ok %d hedges %v settled %v reserved %v: %s", ok.Load(), started, settled, reserved, u.Body)
 	}
-	// Every decided race had a loser, canceled with its reservation kept:
-	// that is what hedging cost the budget, and it is counted.
+	// A decided race's loser costs what it settled or kept; that is
+	// counted as waste and is part of the spend. A loser canceled before
+	// its request went out is refunded and costs nothing (on a loaded
+	// machine every loser can be one), so waste is bounded, not required.
 	h := g.Metrics.Hedge
 	won := counter(h.Won, "m", "a", "original") + counter(h.Won, "m", "b", "hedge")
 	wasted := counter(h.WastedNanoUSD, "m", "a") + counter(h.WastedNanoUSD, "m", "b")
-	if won > 0 && (wasted <= 0 || wasted > (settled+reserved)*1e9*1.01) {
+	if wasted < 0 || wasted > (settled+reserved)*1e9*1.01 {
 		t.Fatalf("%v races decided, wasted %v nano-USD of %v USD spent or held", won, wasted, settled+reserved)
 	}
 }
