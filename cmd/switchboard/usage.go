@@ -27,7 +27,7 @@ const maxUsageAnswer = 64 << 20
 // paramFlags maps a query parameter to the CLI flag that sets it, so that
 // an error names what the user typed.
 var paramFlags = map[string]string{"group_by": "--group-by", "from": "--from", "to": "--to", "tenant": "--tenant",
-	"key": "--key-id", "model": "--model", "provider": "--provider", "status": "--status", "format": "--format",
+	"key": "--key-id", "model": "--model", "served_model": "--served-model", "provider": "--provider", "status": "--status", "format": "--format",
 	"limit": "--limit", "cursor": "--cursor"}
 
 // usageCmd queries the usage log: sums (default) or rows ("requests"),
@@ -41,12 +41,13 @@ func usageCmd(args []string, stdout, stderr io.Writer) int {
 	key := fs.String("key", "", "admin key for --url (default: env SWITCHBOARD_ADMIN_KEY; a flag shows in ps)")
 	vals := map[string]*string{}
 	for _, p := range []struct{ param, help string }{
-		{"group_by", "sums by up to 3 of tenant,key,model,provider,status,day,hour (comma-separated)"},
+		{"group_by", "sums by up to 3 of tenant,key,model,served_model,provider,status,day,hour (comma-separated)"},
 		{"from", "from this time on: RFC 3339, a UTC date (2026-01-02) or Unix seconds"},
 		{"to", "before this time (same forms)"},
 		{"tenant", "only this tenant"},
 		{"key", "only this key id (cfg-… or an admin-API key's id)"},
 		{"model", "only this model (as asked)"},
+		{"served_model", "only this serving model (a fallback's name when one took over)"},
 		{"provider", "only this provider"},
 		{"status", "only this HTTP status, or a class: 2xx, 4xx, 5xx"},
 		{"limit", "requests: rows (table/json: a page, at most 1000; csv/jsonl: at most 1000000)"},
@@ -317,7 +318,7 @@ func printGroups(w io.Writer, dims []string, groups []usagelog.Group, total usag
 
 func printRows(w io.Writer, rows []usagelog.Row, next int64) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "time\trequest_id\ttenant\tkey_id\tmodel\tprovider\tstatus\tattempts\ttokens\tcost_usd\tttft_ms\tduration_ms\tstream")
+	fmt.Fprintln(tw, "time\trequest_id\ttenant\tkey_id\tmodel\tserved_model\tprovider\tstatus\tattempts\ttokens\tcost_usd\tttft_ms\tduration_ms\tstream")
 	for _, r := range rows {
 		ttft := "-"
 		if r.TTFTMs != nil {
@@ -327,8 +328,12 @@ func printRows(w io.Writer, rows []usagelog.Row, next int64) error {
 		if r.Unpriced {
 			cost += " (unpriced)" // a lower bound: some usage had no price
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d/%d\t%s\t%s\t%d\t%t\n", r.Time.UTC().Format(time.RFC3339),
-			r.RequestID, r.Tenant, r.KeyID, r.Model, r.Provider, r.Status, r.Attempts, r.PromptTokens, r.CompletionTokens,
+		served := r.ServedModel
+		if served == "" {
+			served = "-" // nothing served, or a row from before it was recorded
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d/%d\t%s\t%s\t%d\t%t\n", r.Time.UTC().Format(time.RFC3339),
+			r.RequestID, r.Tenant, r.KeyID, r.Model, served, r.Provider, r.Status, r.Attempts, r.PromptTokens, r.CompletionTokens,
 			cost, ttft, r.DurationMs, r.Stream)
 	}
 	if err := tw.Flush(); err != nil {

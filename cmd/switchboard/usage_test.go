@@ -1,15 +1,20 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"io"
 	"log/slog"
+	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"regexp"
+	"strings"
 	"testing"
 	"time"
 
 	"switchboard/internal/config"
+	"switchboard/internal/provider/mock"
 	"switchboard/internal/server"
 	"switchboard/internal/usagelog"
 )
@@ -96,4 +101,96 @@ auth: {keys: {sk-admin: {tenant: ops, role: admin}, sk-t: {tenant: t}}}
 		{"a tenant key", []string{"usage", "--url", ts.URL, "--key", "sk-t"}, 1, nil, []string{"403", "tenant key"}},
 		{"a bad url", []string{"usage", "--url", "localhost:4567"}, 1, nil, []string{"--url must be"}},
 	})
+}
+
+// TestUsageCommandServedModel: a request a cross-model fallback served,
+// through a real gateway writing a real usage-log file: the CLI shows
+// model small and served_model big, from the gateway's admin API and
+// from the file, filters and groups by served_model.
+func TestUsageCommandServedModel(t *testing.T) {
+	path := filepath.Join(t.TempDir(), usagelog.DefaultFile)
+	db, err := usagelog.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	cfg, err := config.Parse([]byte(`providers:
+  s1: {type: mock, mock: {tokens: 3}}
+  b1: {type: mock, mock: {tokens: 3}}
+models:
+  - name: small
+    providers: [{provider: s1}]
+    fallbacks: {models: [big], on: [error]}
+  - name: big
+    providers: [{provider: b1}]
+retries: {max_attempts: 1, max_rounds: 1}
+auth: {keys: {sk-admin: {tenant: ops, role: admin}, sk-t: {tenant: t}}}
+`), "t.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := server.New(slog.New(slog.NewTextHandler(io.Discard, nil)), nil, nil)
+	ul := usagelog.NewLog(db, usagelog.Options{})
+	t.Cleanup(ul.Close)
+	srv.SetUsageLog(ul)
+	srv.Apply(cfg)
+	ts := httptest.NewServer(srv.Handler())
+	t.Cleanup(ts.Close)
+	srv.Provider("s1").(*mock.Provider).Script(mock.Fault{Status: 503})
+	for _, want := range []string{"big", ""} {
+		req, _ := http.NewRequest(http.MethodPost, ts.URL+"/v1/chat/completions",
+			strings.NewReader(`{"model":"small","messages":[{"role":"user","content":"hi"}]}`))
+		req.Header.Set("Authorization", "Bearer sk-t")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 200 || resp.Header.Get(server.FallbackModelHeader) != want {
+			t.Fatalf("%d, fallback %q, want %q", resp.StatusCode, resp.Header.Get(server.FallbackModelHeader), want)
+		}
+	}
+	// Each handler records its row as it returns: wait for both.
+	deadline := time.Now().Add(10 * time.Second)
+	for n := int64(0); n < 2; n, _ = db.Count(context.Background()) {
+		if err := ul.Flush(context.Background()); err != nil || time.Now().After(deadline) {
+			t.Fatalf("%d rows, want 2 (%v)", n, err)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Setenv("SWITCHBOARD_ADMIN_KEY", "sk-admin")
+	fellBack := regexp.MustCompile(`(?m)^\S+\s+\S+\s+t\s+cfg-\S+\s+small\s+big\s+b1\s+200\s`)
+	itself := regexp.MustCompile(`(?m)^\S+\s+\S+\s+t\s+cfg-\S+\s+small\s+small\s+s1\s+200\s`)
+	tests := []struct {
+		name          string
+		args          []string
+		match, refuse []*regexp.Regexp
+	}{
+		{"gateway table", []string{"usage", "requests", "--url", ts.URL}, []*regexp.Regexp{fellBack, itself}, nil},
+		{"file table", []string{"usage", "requests", "--db", path}, []*regexp.Regexp{fellBack, itself}, nil},
+		{"gateway filter", []string{"usage", "requests", "--url", ts.URL, "--served-model", "big"}, []*regexp.Regexp{fellBack}, []*regexp.Regexp{itself}},
+		{"file filter", []string{"usage", "requests", "--db", path, "--served-model", "small"}, []*regexp.Regexp{itself}, []*regexp.Regexp{fellBack}},
+		{"gateway sums", []string{"usage", "--url", ts.URL, "--group-by", "model,served_model"},
+			[]*regexp.Regexp{regexp.MustCompile(`(?m)^\s*model\s+served_model\s+requests`), regexp.MustCompile(`(?m)^\s*small\s+big\s+1\s`), regexp.MustCompile(`(?m)^\s*small\s+small\s+1\s`)}, nil},
+		{"file csv", []string{"usage", "requests", "--db", path, "--format", "csv", "--served-model", "big"},
+			[]*regexp.Regexp{regexp.MustCompile(`(?m),unpriced,served_model$`), regexp.MustCompile(`(?m),small,b1,[^\n]*,big$`)}, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var out, errb bytes.Buffer
+			if code := run(tt.args, &out, &errb); code != 0 {
+				t.Fatalf("exit %d: %s", code, errb.String())
+			}
+			for _, re := range tt.match {
+				if !re.MatchString(out.String()) {
+					t.Errorf("stdout lacks %s:\n%s", re, out.String())
+				}
+			}
+			for _, re := range tt.refuse {
+				if re.MatchString(out.String()) {
+					t.Errorf("stdout has %s:\n%s", re, out.String())
+				}
+			}
+		})
+	}
 }

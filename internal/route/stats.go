@@ -37,6 +37,7 @@ type modelStats struct {
 	active    string
 	providers map[string][]Sample
 	requests  atomic.Int64
+	fellBack  atomic.Int64
 	probing   atomic.Bool
 }
 
@@ -78,6 +79,12 @@ func (s *Stats) CountRequest(model string) int64 { return s.model(model).request
 
 // Requests is the model's request count.
 func (s *Stats) Requests(model string) int64 { return s.model(model).requests.Load() }
+
+// CountFallback counts a request the model handed to its fallbacks.
+func (s *Stats) CountFallback(model string) { s.model(model).fellBack.Add(1) }
+
+// FellBack is how many requests the model handed to its fallbacks.
+func (s *Stats) FellBack(model string) int64 { return s.model(model).fellBack.Load() }
 
 // Active is the model's active provider ("" = none chosen yet).
 func (s *Stats) Active(model string) string {

@@ -56,12 +56,18 @@ type dashProvider struct {
 }
 
 type dashModel struct {
-	Name         string         `json:"name"`
-	Active       string         `json:"active,omitempty"` // serving now (see serving)
-	Preferred    string         `json:"preferred,omitempty"`
-	Routing      string         `json:"routing,omitempty"` // the model's routing policy
-	RequestCount int64          `json:"request_count"`
-	Providers    []dashProvider `json:"providers"`
+	Name         string `json:"name"`
+	Active       string `json:"active,omitempty"` // serving now (see serving)
+	Preferred    string `json:"preferred,omitempty"`
+	Routing      string `json:"routing,omitempty"` // the model's routing policy
+	RequestCount int64  `json:"request_count"`
+	// Fallbacks are the models tried in turn when this one fails with a
+	// condition of FallbackOn; FellBack counts the requests it handed to
+	// them since start (each once, however many it tried).
+	Fallbacks  []string       `json:"fallbacks,omitempty"`
+	FallbackOn []string       `json:"fallback_on,omitempty"`
+	FellBack   int64          `json:"fell_back,omitempty"`
+	Providers  []dashProvider `json:"providers"`
 }
 
 // dashTenant is one tenant's spend in its current budget window.
@@ -105,7 +111,11 @@ func (s *Server) handleDashboardData(w http.ResponseWriter, r *http.Request) {
 	for _, rt := range snap.Routes.Routes() {
 		name := rt.Model.Name
 		active := s.serving(rt)
-		dm := dashModel{Name: name, Active: active, Preferred: s.preferred(rt), Routing: rt.Policy, RequestCount: s.Stats.Requests(name)}
+		dm := dashModel{Name: name, Active: active, Preferred: s.preferred(rt), Routing: rt.Policy, RequestCount: s.Stats.Requests(name),
+			FellBack: s.Stats.FellBack(name)}
+		if fb := rt.Model.Fallbacks; fb != nil {
+			dm.Fallbacks, dm.FallbackOn = fb.Models, fb.On
+		}
 		for _, c := range rt.Candidates {
 			h := s.Health.Status(c.Provider)
 			m := toDetailMetrics(s.Stats.Metrics(name, c.Provider))

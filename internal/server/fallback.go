@@ -78,6 +78,7 @@ func (s *Server) serve(ctx context.Context, in *incoming, call *proxy.Call) (*pr
 		// turn, whatever the previous one failed with, unless that
 		// failure ends the request (client gone, the caller's own limit,
 		// a request refused as invalid).
+		handed := false
 		for _, name := range modelsOf(fb) {
 			if !usable(name) {
 				continue
@@ -87,6 +88,12 @@ func (s *Server) serve(ctx context.Context, in *incoming, call *proxy.Call) (*pr
 			if left <= 0 {
 				fail.DeadlineHit = true
 				break
+			}
+			if !handed {
+				// Once a request, however many fallbacks it tries (the
+				// metric counts each hop).
+				s.Stats.CountFallback(rt.Model.Name)
+				handed = true
 			}
 			s.Log.LogAttrs(ctx, slog.LevelWarn, "model fallback", slog.String("model", rt.Model.Name),
 				slog.String("fallback", name), slog.String("condition", cond))

@@ -73,6 +73,10 @@ func (s *Server) do(ctx context.Context, in *incoming, c *proxy.Call) (*proxy.Re
 	res, fail := s.serve(ctx, in, c)
 	if u, _ := ctx.Value(usageRecordKey{}).(*usageRecord); u != nil && res != nil {
 		u.row.Provider, u.row.ProviderModel = res.Candidate.Provider, res.Candidate.Model
+		u.row.ServedModel = in.model
+		if res.Route != nil {
+			u.row.ServedModel = res.Route.Model.Name // a fallback's, when one served
+		}
 		if res.Events != nil && !res.FirstToken.IsZero() {
 			// What the client waited for its first token, from arrival.
 			ms := max(res.FirstToken.Sub(u.row.Time).Milliseconds(), 0)

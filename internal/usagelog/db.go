@@ -38,7 +38,8 @@ CREATE TABLE IF NOT EXISTS usage_log (
 	ttft_ms           INTEGER,
 	duration_ms       INTEGER NOT NULL,
 	stream            INTEGER NOT NULL,
-	unpriced          INTEGER NOT NULL DEFAULT 0
+	unpriced          INTEGER NOT NULL DEFAULT 0,
+	served_model      TEXT NOT NULL DEFAULT ''
 );
 -- The one index: every query selects a time range. Each index costs the
 -- writer about 1.5 µs per row.
@@ -68,6 +69,9 @@ func dsn(path string, readOnly bool) string {
 type DB struct {
 	db   *sql.DB
 	path string
+	// from is what queries read: the table, or (a read-only older file)
+	// the table with the columns it lacks at their default.
+	from string
 }
 
 // Open opens (creating it and its directory) the usage log at path.
@@ -89,34 +93,56 @@ func Open(path string) (*DB, error) {
 		db.Close()
 		return nil, fmt.Errorf("usage log: upgrade %s: %w", path, err)
 	}
-	return &DB{db: db, path: path}, nil
+	return &DB{db: db, path: path, from: "usage_log"}, nil
 }
 
 // addedColumns came after the first version of the table: a file written
-// by that version gets them (with their default) when opened.
-var addedColumns = map[string]string{"unpriced": "INTEGER NOT NULL DEFAULT 0"}
+// by that version gets them (with their default) when opened, and a
+// read-only reader (the CLI on a file no newer gateway opened yet) sees
+// their default in their place. An old row's served_model stays ""
+// (unknown): it is not guessed from model, since a fallback may have
+// served it, and a backfill would rewrite the whole file at startup.
+var addedColumns = []struct{ name, decl, zero string }{
+	{"unpriced", "INTEGER NOT NULL DEFAULT 0", "0"},
+	{"served_model", "TEXT NOT NULL DEFAULT ''", "''"},
+}
 
-func addColumns(db *sql.DB) error {
-	ctx := context.Background()
-	rows, err := db.QueryContext(ctx, `SELECT name FROM pragma_table_info('usage_log')`)
+// missingColumns lists the addedColumns the file's table lacks.
+func missingColumns(db *sql.DB) ([]int, error) {
+	rows, err := db.QueryContext(context.Background(), `SELECT name FROM pragma_table_info('usage_log')`)
 	if err != nil {
-		return err
+		return nil, err
 	}
+	defer rows.Close()
 	have := map[string]bool{}
 	for rows.Next() {
 		var n string
 		if err := rows.Scan(&n); err != nil {
-			rows.Close()
-			return err
+			return nil, err
 		}
 		have[n] = true
 	}
-	rows.Close()
-	for col, decl := range addedColumns {
-		if !have[col] {
-			if _, err := db.ExecContext(ctx, "ALTER TABLE usage_log ADD COLUMN "+col+" "+decl); err != nil {
-				return err
-			}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	var out []int
+	for i, c := range addedColumns {
+		if !have[c.name] {
+			out = append(out, i)
+		}
+	}
+	return out, nil
+}
+
+func addColumns(db *sql.DB) error {
+	missing, err := missingColumns(db)
+	if err != nil {
+		return err
+	}
+	for _, i := range missing {
+		c := addedColumns[i]
+		if _, err := db.ExecContext(context.Background(), "ALTER TABLE usage_log ADD COLUMN "+c.name+" "+c.decl); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -141,7 +167,22 @@ func OpenReadOnly(path string) (*DB, error) {
 		}
 		return nil, fmt.Errorf("usage log: %s: %w", path, err)
 	}
-	return &DB{db: db, path: path}, nil
+	missing, err := missingColumns(db)
+	if err != nil {
+		db.Close()
+		return nil, fmt.Errorf("usage log: %s: %w", path, err)
+	}
+	d := &DB{db: db, path: path, from: "usage_log"}
+	if len(missing) > 0 {
+		// An older file, not upgraded (a query-only reader may not):
+		// its rows read with the newer columns' defaults.
+		cols := []string{"*"}
+		for _, i := range missing {
+			cols = append(cols, addedColumns[i].zero+" AS "+addedColumns[i].name)
+		}
+		d.from = "(SELECT " + strings.Join(cols, ", ") + " FROM usage_log)"
+	}
+	return d, nil
 }
 
 // Close closes the file.
@@ -151,8 +192,8 @@ func (d *DB) Close() error { return d.db.Close() }
 func (d *DB) Path() string { return d.path }
 
 const insertRow = `INSERT INTO usage_log (ts_ms, request_id, tenant, key_id, model, provider, provider_model,
-	endpoint, status, attempts, prompt_tokens, completion_tokens, cost_nano, held_nano, ttft_ms, duration_ms, stream, unpriced)
-	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	endpoint, status, attempts, prompt_tokens, completion_tokens, cost_nano, held_nano, ttft_ms, duration_ms, stream, unpriced,
+	served_model) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 
 // insert writes rows in one transaction; meta (may be nil) is written in
 // the same one (a fleet drain's position, so that a crash never skips or
@@ -176,7 +217,7 @@ func (d *DB) insert(ctx context.Context, rows []Row, meta map[string]string) err
 		}
 		if _, err := st.ExecContext(ctx, r.Time.UnixMilli(), r.RequestID, r.Tenant, r.KeyID, r.Model, r.Provider,
 			r.ProviderModel, r.Endpoint, r.Status, r.Attempts, r.PromptTokens, r.CompletionTokens, r.CostNano,
-			r.HeldNano, ttft, r.DurationMs, r.Stream, r.Unpriced); err != nil {
+			r.HeldNano, ttft, r.DurationMs, r.Stream, r.Unpriced, r.ServedModel); err != nil {
 			return err
 		}
 	}
@@ -237,6 +278,9 @@ func (f *Filter) where() (string, []any) {
 	if f.Provider != "" {
 		add("provider = ?", f.Provider)
 	}
+	if f.ServedModel != "" {
+		add("served_model = ?", f.ServedModel)
+	}
 	switch {
 	case f.Status != 0:
 		add("status = ?", f.Status)
@@ -253,13 +297,14 @@ func (f *Filter) where() (string, []any) {
 // dimensionExpr is each dimension's SQL expression (fixed strings only:
 // never the client's text).
 var dimensionExpr = map[string]string{
-	"tenant":   "tenant",
-	"key":      "key_id",
-	"model":    "model",
-	"provider": "provider",
-	"status":   "CAST(status AS TEXT)",
-	"day":      "strftime('%Y-%m-%d', ts_ms / 1000, 'unixepoch')",
-	"hour":     "strftime('%Y-%m-%dT%H', ts_ms / 1000, 'unixepoch')",
+	"tenant":       "tenant",
+	"key":          "key_id",
+	"model":        "model",
+	"served_model": "served_model",
+	"provider":     "provider",
+	"status":       "CAST(status AS TEXT)",
+	"day":          "strftime('%Y-%m-%d', ts_ms / 1000, 'unixepoch')",
+	"hour":         "strftime('%Y-%m-%dT%H', ts_ms / 1000, 'unixepoch')",
 }
 
 // MaxGroups bounds a summary's groups.
@@ -279,7 +324,7 @@ func (d *DB) Summarize(ctx context.Context, f Filter, dims []string) ([]Group, e
 	}
 	where, args := f.where()
 	q := "SELECT " + strings.Join(append(sel, "COUNT(*)", "COALESCE(SUM(prompt_tokens),0)", "COALESCE(SUM(completion_tokens),0)",
-		"COALESCE(SUM(cost_nano),0)", "COALESCE(SUM(held_nano),0)", "COALESCE(SUM(unpriced),0)"), ", ") + " FROM usage_log" + where
+		"COALESCE(SUM(cost_nano),0)", "COALESCE(SUM(held_nano),0)", "COALESCE(SUM(unpriced),0)"), ", ") + " FROM " + d.from + where
 	if len(by) > 0 {
 		q += " GROUP BY " + strings.Join(by, ", ") + " ORDER BY " + strconv.Itoa(len(by)+4) + " DESC, 1"
 	}
@@ -313,7 +358,8 @@ func (d *DB) Summarize(ctx context.Context, f Filter, dims []string) ([]Group, e
 }
 
 const selectRow = `SELECT id, ts_ms, request_id, tenant, key_id, model, provider, provider_model, endpoint, status,
-	attempts, prompt_tokens, completion_tokens, cost_nano, held_nano, ttft_ms, duration_ms, stream, unpriced FROM usage_log`
+	attempts, prompt_tokens, completion_tokens, cost_nano, held_nano, ttft_ms, duration_ms, stream, unpriced, served_model
+	FROM `
 
 // MaxPage bounds a page of rows.
 const MaxPage = 1000
@@ -360,7 +406,7 @@ func (d *DB) each(ctx context.Context, f Filter, cursor int64, limit int, fn fun
 		}
 		args = append(args, cursor)
 	}
-	rows, err := d.db.QueryContext(ctx, selectRow+where+" ORDER BY id DESC LIMIT ?", append(args, limit)...)
+	rows, err := d.db.QueryContext(ctx, selectRow+d.from+where+" ORDER BY id DESC LIMIT ?", append(args, limit)...)
 	if err != nil {
 		return err
 	}
@@ -371,7 +417,7 @@ func (d *DB) each(ctx context.Context, f Filter, cursor int64, limit int, fn fun
 		var ttft sql.NullInt64
 		if err := rows.Scan(&r.ID, &ts, &r.RequestID, &r.Tenant, &r.KeyID, &r.Model, &r.Provider, &r.ProviderModel,
 			&r.Endpoint, &r.Status, &r.Attempts, &r.PromptTokens, &r.CompletionTokens, &r.CostNano, &r.HeldNano,
-			&ttft, &r.DurationMs, &r.Stream, &r.Unpriced); err != nil {
+			&ttft, &r.DurationMs, &r.Stream, &r.Unpriced, &r.ServedModel); err != nil {
 			return err
 		}
 		r.Time = time.UnixMilli(ts).UTC()
@@ -389,6 +435,6 @@ func (d *DB) each(ctx context.Context, f Filter, cursor int64, limit int, fn fun
 // Count is the number of rows (tests, the dashboard).
 func (d *DB) Count(ctx context.Context) (int64, error) {
 	var n int64
-	err := d.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM usage_log`).Scan(&n)
+	err := d.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM `+d.from).Scan(&n)
 	return n, err
 }

@@ -10,10 +10,11 @@ import (
 	"time"
 )
 
-// rowColumns are the CSV columns of a row, in order.
+// rowColumns are the CSV columns of a row, in order (columns added later
+// go last, so that a consumer reading by position keeps working).
 var rowColumns = []string{"id", "time", "request_id", "tenant", "key_id", "model", "provider", "provider_model", "endpoint",
 	"status", "attempts", "prompt_tokens", "completion_tokens", "cost_nano_usd", "cost_usd", "held_nano_usd", "ttft_ms",
-	"duration_ms", "stream", "unpriced"}
+	"duration_ms", "stream", "unpriced", "served_model"}
 
 var sumColumns = []string{"requests", "prompt_tokens", "completion_tokens", "cost_nano_usd", "cost_usd", "held_nano_usd",
 	"unpriced_requests"}
@@ -82,7 +83,7 @@ func (rw *RowWriter) Write(r Row) error {
 			strconv.Itoa(r.Status), strconv.Itoa(r.Attempts), strconv.FormatInt(r.PromptTokens, 10),
 			strconv.FormatInt(r.CompletionTokens, 10), strconv.FormatInt(r.CostNano, 10), cost,
 			strconv.FormatInt(r.HeldNano, 10), ttft, strconv.FormatInt(r.DurationMs, 10), strconv.FormatBool(r.Stream),
-			strconv.FormatBool(r.Unpriced)})
+			strconv.FormatBool(r.Unpriced), cell(r.ServedModel)})
 	}
 	b, err := json.Marshal(r)
 	if err != nil {

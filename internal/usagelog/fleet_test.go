@@ -2,6 +2,7 @@ package usagelog
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"path/filepath"
 	"testing"
@@ -106,4 +107,51 @@ func TestFleetEveryReplicaSeesEveryRow(t *testing.T) {
 	late := start(3)
 	defer stop(late)
 	waitCount(t, late.db, 301)
+}
+
+// TestFleetDecodesOlderRows: a row a replica of an older version put on
+// the stream (no served_model) drains fine beside a newer one, whose
+// served_model arrives intact.
+func TestFleetDecodesOlderRows(t *testing.T) {
+	rs := redistest.Start(t)
+	opts, err := redis.ParseURL(rs.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts.ContextTimeoutEnabled = true
+	c := redis.NewClient(opts)
+	defer c.Close()
+	ctx := context.Background()
+	older := `{"id":3,"time":"2026-01-02T03:04:05Z","request_id":"req_old","tenant":"acme","key_id":"cfg-acme","model":"small",` +
+		`"provider":"p","provider_model":"pm","endpoint":"chat/completions","status":200,"attempts":1,"prompt_tokens":1,` +
+		`"completion_tokens":2,"cost_nano_usd":7,"held_nano_usd":0,"unpriced":false,"ttft_ms":null,"duration_ms":3,"stream":false,"cost_usd":7e-9}`
+	newer := row(1, t0, "acme", "small", 11)
+	newer.ServedModel = "big"
+	b, err := json.Marshal(newer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range []string{older, string(b)} {
+		if err := c.XAdd(ctx, &redis.XAddArgs{Stream: StreamKey, Values: []any{"o", "another-replica", "r", r}}).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	db, err := Open(filepath.Join(t.TempDir(), DefaultFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	f, err := NewFleet(ctx, c, db, FleetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	waitCount(t, db, 2)
+	rows, _, err := db.List(ctx, Filter{}, 0, 10)
+	if err != nil || len(rows) != 2 {
+		t.Fatalf("%+v %v", rows, err)
+	}
+	if rows[0].ServedModel != "big" || rows[0].Model != "small" || rows[1].RequestID != "req_old" || rows[1].ServedModel != "" || rows[1].CostNano != 7 {
+		t.Fatalf("drained %+v", rows)
+	}
 }

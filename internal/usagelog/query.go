@@ -53,8 +53,8 @@ type ParamError struct {
 func (e *ParamError) Error() string { return e.Param + ": " + e.Message }
 
 var params = map[string][]string{
-	KindUsage:    {"group_by", "from", "to", "tenant", "key", "model", "provider", "status", "format"},
-	KindRequests: {"from", "to", "tenant", "key", "model", "provider", "status", "format", "limit", "cursor"},
+	KindUsage:    {"group_by", "from", "to", "tenant", "key", "model", "served_model", "provider", "status", "format"},
+	KindRequests: {"from", "to", "tenant", "key", "model", "served_model", "provider", "status", "format", "limit", "cursor"},
 }
 
 // Params lists the parameters a kind of query accepts.
@@ -92,6 +92,7 @@ func ParseQuery(kind string, v url.Values) (*Query, *ParamError) {
 		return nil, &ParamError{"to", "must be after from"}
 	}
 	q.Filter.Tenant, q.Filter.KeyID, q.Filter.Model, q.Filter.Provider = v.Get("tenant"), v.Get("key"), v.Get("model"), v.Get("provider")
+	q.Filter.ServedModel = v.Get("served_model")
 	if s := v.Get("status"); s != "" {
 		if len(s) == 3 && s[1:] == "xx" && s[0] >= '1' && s[0] <= '5' {
 			q.Filter.StatusClass = int(s[0] - '0')
@@ -183,6 +184,7 @@ func (q *Query) Values() url.Values {
 	set("tenant", f.Tenant)
 	set("key", f.KeyID)
 	set("model", f.Model)
+	set("served_model", f.ServedModel)
 	set("provider", f.Provider)
 	switch {
 	case f.Status != 0:

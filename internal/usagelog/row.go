@@ -8,7 +8,7 @@
 // one writer in batches, one transaction each) into a SQLite file of their
 // own (DB), pruned past their retention in bounded batches, and read back
 // by the admin API and the `switchboard usage` CLI (sums grouped by
-// tenant, key, model, provider, day or hour; rows with filters and a
+// tenant, key, model, served model, provider, day or hour; rows with filters and a
 // cursor; CSV, JSON lines and JSON exports). In a fleet every replica also
 // publishes its rows to a Redis stream and drains everyone's into its own
 // file (Fleet), so any replica answers for the whole fleet.
@@ -28,9 +28,13 @@ type Row struct {
 	RequestID string    `json:"request_id"`
 	Tenant    string    `json:"tenant"`
 	KeyID     string    `json:"key_id"`
-	// Model is what the client asked for; Provider and ProviderModel what
-	// served it ("" when nothing did).
+	// Model is what the client asked for; ServedModel the gateway model
+	// that served it (Model, or a cross-model fallback's name), Provider
+	// and ProviderModel its provider and the provider's model. All three
+	// are "" when nothing served, and ServedModel is "" on rows written
+	// before it was recorded.
 	Model         string `json:"model"`
+	ServedModel   string `json:"served_model"`
 	Provider      string `json:"provider"`
 	ProviderModel string `json:"provider_model"`
 	Endpoint      string `json:"endpoint"`
@@ -76,13 +80,16 @@ type Filter struct {
 	// From is inclusive, To exclusive.
 	From, To                       time.Time
 	Tenant, KeyID, Model, Provider string
-	Status                         int
+	// ServedModel selects by the gateway model that served (a fallback's
+	// name when one took over).
+	ServedModel string
+	Status      int
 	// StatusClass selects 2, 4 or 5 (2xx, 4xx, 5xx) when Status is 0.
 	StatusClass int
 }
 
 // Dimensions usage can be grouped by.
-var Dimensions = []string{"tenant", "key", "model", "provider", "status", "day", "hour"}
+var Dimensions = []string{"tenant", "key", "model", "served_model", "provider", "status", "day", "hour"}
 
 // Group is one group's sums. Keys holds the group's value per dimension
 // asked for (days and hours as UTC "2006-01-02" and "2006-01-02T15").

@@ -214,37 +214,93 @@ func TestSummarizeAndList(t *testing.T) {
 	}
 }
 
-// TestOpenUpgradesFirstSchema: a file written before the unpriced column
-// existed is upgraded when opened, its rows kept.
-func TestOpenUpgradesFirstSchema(t *testing.T) {
-	path := filepath.Join(t.TempDir(), DefaultFile)
-	old, err := sql.Open("sqlite", dsn(path, false))
-	if err != nil {
-		t.Fatal(err)
+// TestOpenUpgradesOlderSchemas: a file written before the unpriced or
+// the served_model column existed is upgraded when opened, its rows kept
+// (an old row's served_model reads as "", unknown), and the new columns
+// are written, filtered and grouped by.
+func TestOpenUpgradesOlderSchemas(t *testing.T) {
+	const (
+		unpricedCol = ",\n\tunpriced          INTEGER NOT NULL DEFAULT 0"
+		servedCol   = ",\n\tserved_model      TEXT NOT NULL DEFAULT ''"
+	)
+	tests := []struct {
+		name string
+		drop []string // columns the older version lacked
+	}{
+		{"first version", []string{servedCol, unpricedCol}},
+		{"before served_model", []string{servedCol}},
 	}
-	first := strings.Replace(schema, ",\n\tunpriced          INTEGER NOT NULL DEFAULT 0", "", 1)
-	if first == schema {
-		t.Fatal("the test no longer finds the unpriced column in the schema")
-	}
-	if _, err := old.Exec(first); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := old.Exec(`INSERT INTO usage_log (ts_ms, request_id, tenant, key_id, model, provider, provider_model, endpoint,
-		status, attempts, prompt_tokens, completion_tokens, cost_nano, held_nano, duration_ms, stream)
-		VALUES (1, 'r', 't', 'k', 'm', 'p', 'pm', 'e', 200, 1, 1, 1, 5, 0, 1, 0)`); err != nil {
-		t.Fatal(err)
-	}
-	old.Close()
-	db, err := Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	if err := db.Insert(context.Background(), Row{Time: t0, RequestID: "new", Unpriced: true}); err != nil {
-		t.Fatal(err)
-	}
-	g, err := db.Summarize(context.Background(), Filter{}, nil)
-	if err != nil || g[0].Requests != 2 || g[0].Unpriced != 1 || g[0].CostNano != 5 {
-		t.Fatalf("%+v %v", g, err)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), DefaultFile)
+			old, err := sql.Open("sqlite", dsn(path, false))
+			if err != nil {
+				t.Fatal(err)
+			}
+			older := schema
+			for _, col := range tt.drop {
+				before := older
+				older = strings.Replace(older, col, "", 1)
+				if older == before {
+					t.Fatalf("the test no longer finds %q in the schema", col)
+				}
+			}
+			if _, err := old.Exec(older); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := old.Exec(`INSERT INTO usage_log (ts_ms, request_id, tenant, key_id, model, provider, provider_model, endpoint,
+				status, attempts, prompt_tokens, completion_tokens, cost_nano, held_nano, duration_ms, stream)
+				VALUES (1, 'r', 't', 'k', 'm', 'p', 'pm', 'e', 200, 1, 1, 1, 5, 0, 1, 0)`); err != nil {
+				t.Fatal(err)
+			}
+			old.Close()
+			// The CLI may read it before any newer gateway upgraded it.
+			ro, err := OpenReadOnly(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rows, _, err := ro.List(context.Background(), Filter{}, 0, 10)
+			g, gerr := ro.Summarize(context.Background(), Filter{ServedModel: "big"}, []string{"served_model"})
+			ro.Close()
+			if err != nil || len(rows) != 1 || rows[0].RequestID != "r" || rows[0].ServedModel != "" || rows[0].Unpriced {
+				t.Fatalf("read-only before the upgrade: %+v %v", rows, err)
+			}
+			if gerr != nil || len(g) != 0 {
+				t.Fatalf("read-only served_model group: %+v %v", g, gerr)
+			}
+			db, err := Open(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer db.Close()
+			ctx := context.Background()
+			if err := db.Insert(ctx, Row{Time: t0, RequestID: "new", Model: "m", ServedModel: "big", Unpriced: true}); err != nil {
+				t.Fatal(err)
+			}
+			g, err = db.Summarize(ctx, Filter{}, nil)
+			if err != nil || g[0].Requests != 2 || g[0].Unpriced != 1 || g[0].CostNano != 5 {
+				t.Fatalf("%+v %v", g, err)
+			}
+			rows, _, err = db.List(ctx, Filter{}, 0, 10)
+			if err != nil || len(rows) != 2 || rows[0].ServedModel != "big" || rows[1].RequestID != "r" || rows[1].ServedModel != "" {
+				t.Fatalf("rows %+v %v", rows, err)
+			}
+			if rows, _, err := db.List(ctx, Filter{ServedModel: "big"}, 0, 10); err != nil || len(rows) != 1 || rows[0].RequestID != "new" {
+				t.Fatalf("served_model filter: %+v %v", rows, err)
+			}
+			g, err = db.Summarize(ctx, Filter{Model: "m"}, []string{"model", "served_model"})
+			if err != nil || len(g) != 2 || g[0].Keys["served_model"] == g[1].Keys["served_model"] {
+				t.Fatalf("grouped by served_model: %+v %v", g, err)
+			}
+			// Read-only (the CLI) reads an upgraded file too.
+			ro, err = OpenReadOnly(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ro.Close()
+			if rows, _, err := ro.List(ctx, Filter{}, 0, 10); err != nil || len(rows) != 2 {
+				t.Fatalf("read-only: %+v %v", rows, err)
+			}
+		})
 	}
 }
