@@ -88,11 +88,10 @@ func TestUsageRowServedModel(t *testing.T) {
 	}
 }
 
-// TestDashboardShowsFallbacks: the admin's dashboard data lists a
-// model's fallbacks and how many requests it handed to them (once each,
-// however many fallbacks a request tried; the metric counts each hop); a
-// tenant sees neither.
-func TestDashboardShowsFallbacks(t *testing.T) {
+// fellBackGateway: small falls back to mid, then big; two requests fell
+// back (the first through mid to big, the second to mid), a third was
+// served by small.
+func fellBackGateway(t *testing.T) *gateway {
 	g := startGateway(t, `providers:
   s1: {type: mock, mock: {tokens: 3}}
   m1: {type: mock, mock: {tokens: 3}}
@@ -111,18 +110,23 @@ auth:
     k-acme: {tenant: acme}
     k-admin: {tenant: ops, role: admin}
 `)
-	acme := []string{"Authorization", "Bearer k-acme"}
-	admin := []string{"Authorization", "Bearer k-admin"}
-	// Two requests fall back: the first through mid to big, the second
-	// to mid; a third is served by small.
 	g.mock("s1").Script(mock.Fault{Status: 503}, mock.Fault{Status: 503})
 	g.mock("m1").Script(mock.Fault{Status: 503})
 	for i, want := range []string{"big", "mid", ""} {
-		if a := g.post("/v1/chat/completions", smallBody, acme...); a.Status != 200 || a.Header.Get(FallbackModelHeader) != want {
+		if a := g.post("/v1/chat/completions", smallBody, "Authorization", "Bearer k-acme"); a.Status != 200 || a.Header.Get(FallbackModelHeader) != want {
 			t.Fatalf("request %d: %d served by %q, want %q: %s", i, a.Status, a.Header.Get(FallbackModelHeader), want, a.Body)
 		}
 	}
-	d := g.get("/dashboard/data", admin...)
+	return g
+}
+
+// TestDashboardShowsFallbacks: the admin's dashboard data lists a
+// model's fallbacks and how many requests it handed to them (once each,
+// however many fallbacks a request tried; the metric counts each hop); a
+// tenant sees neither.
+func TestDashboardShowsFallbacks(t *testing.T) {
+	g := fellBackGateway(t)
+	d := g.get("/dashboard/data", "Authorization", "Bearer k-admin")
 	small := gjson.Get(d.Body, `models.#(name=="small")`)
 	if d.Status != 200 || small.Get("fallbacks").String() != `["mid","big"]` || small.Get("fallback_on").String() != `["error"]` ||
 		small.Get("fell_back").Int() != 2 {
@@ -133,8 +137,22 @@ auth:
 	if mid := gjson.Get(d.Body, `models.#(name=="mid")`); !mid.Exists() || mid.Get("fallbacks").Exists() || mid.Get("fell_back").Int() != 0 {
 		t.Fatalf("admin dashboard mid: %s", mid.Raw)
 	}
-	d = g.get("/dashboard/data", acme...)
+	d = g.get("/dashboard/data", "Authorization", "Bearer k-acme")
 	if d.Status != 200 || strings.Contains(d.Body, "fallback") || strings.Contains(d.Body, "fell_back") {
 		t.Fatalf("a tenant's dashboard shows fallbacks: %d %s", d.Status, d.Body)
+	}
+}
+
+// TestDashboardFallbacksInChromium: the page shows them to an admin.
+func TestDashboardFallbacksInChromium(t *testing.T) {
+	bin := chromiumBin(t)
+	g := fellBackGateway(t)
+	dom := chromiumDOM(t, bin, g.URL+"/dashboard#token=k-admin")
+	if want := "fallbacks: mid, big (on error), 2 fell back"; !strings.Contains(dom, want) {
+		t.Errorf("DOM lacks %q:\n%.3000s", want, dom)
+	}
+	_, mid, _ := strings.Cut(dom, `data-model="mid"`)
+	if mid, _, _ = strings.Cut(mid, "</section>"); mid == "" || strings.Contains(mid, "fell back") {
+		t.Errorf("mid, without fallbacks, shows a fallback count: %q", mid)
 	}
 }
