@@ -73,14 +73,10 @@ func TestUsageCommandLocal(t *testing.T) {
 	})
 }
 
-// TestUsageCommandURL: the same queries against a gateway's admin API,
-// with the admin key from the environment.
-func TestUsageCommandURL(t *testing.T) {
-	_, db := usageFixture(t)
-	cfg, err := config.Parse([]byte(`providers: {p: {type: mock}}
-models: [{name: m1, providers: [{provider: p}]}]
-auth: {keys: {sk-admin: {tenant: ops, role: admin}, sk-t: {tenant: t}}}
-`), "t.yaml")
+// usageGateway serves yaml with db as its usage log.
+func usageGateway(t *testing.T, db *usagelog.DB, yaml string) (*server.Server, *usagelog.Log, *httptest.Server) {
+	t.Helper()
+	cfg, err := config.Parse([]byte(yaml), "t.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,6 +87,17 @@ auth: {keys: {sk-admin: {tenant: ops, role: admin}, sk-t: {tenant: t}}}
 	srv.Apply(cfg)
 	ts := httptest.NewServer(srv.Handler())
 	t.Cleanup(ts.Close)
+	return srv, ul, ts
+}
+
+// TestUsageCommandURL: the same queries against a gateway's admin API,
+// with the admin key from the environment.
+func TestUsageCommandURL(t *testing.T) {
+	_, db := usageFixture(t)
+	_, _, ts := usageGateway(t, db, `providers: {p: {type: mock}}
+models: [{name: m1, providers: [{provider: p}]}]
+auth: {keys: {sk-admin: {tenant: ops, role: admin}, sk-t: {tenant: t}}}
+`)
 	t.Setenv("SWITCHBOARD_ADMIN_KEY", "sk-admin")
 	runCLICases(t, []cliCase{
 		{"sums", []string{"usage", "--url", ts.URL, "--group-by", "tenant,model"}, 0, []string{"acme", "m1", "total", "0.000021"}, nil},
@@ -114,7 +121,7 @@ func TestUsageCommandServedModel(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
-	cfg, err := config.Parse([]byte(`providers:
+	srv, ul, ts := usageGateway(t, db, `providers:
   s1: {type: mock, mock: {tokens: 3}}
   b1: {type: mock, mock: {tokens: 3}}
 models:
@@ -125,17 +132,7 @@ models:
     providers: [{provider: b1}]
 retries: {max_attempts: 1, max_rounds: 1}
 auth: {keys: {sk-admin: {tenant: ops, role: admin}, sk-t: {tenant: t}}}
-`), "t.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := server.New(slog.New(slog.NewTextHandler(io.Discard, nil)), nil, nil)
-	ul := usagelog.NewLog(db, usagelog.Options{})
-	t.Cleanup(ul.Close)
-	srv.SetUsageLog(ul)
-	srv.Apply(cfg)
-	ts := httptest.NewServer(srv.Handler())
-	t.Cleanup(ts.Close)
+`)
 	srv.Provider("s1").(*mock.Provider).Script(mock.Fault{Status: 503})
 	for _, want := range []string{"big", ""} {
 		req, _ := http.NewRequest(http.MethodPost, ts.URL+"/v1/chat/completions",
