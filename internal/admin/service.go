@@ -153,8 +153,10 @@ func liveKeyNamed(st *State, name, except string) *Key {
 }
 
 // checkKey validates the fields of a key to be (k is the result of the
-// create or update) and fills canonical model names.
-func (s *Service) checkKey(st *State, env *Env, k *Key, now time.Time) error {
+// create or update) and fills canonical model names. setsExpiry: the call
+// sets expires_at, which must then be in the future; a stored expiry
+// that has since passed does not block changing the key's other fields.
+func (s *Service) checkKey(st *State, env *Env, k *Key, now time.Time, setsExpiry bool) error {
 	if e := checkName("name", k.Name); e != nil {
 		return e
 	}
@@ -169,7 +171,7 @@ func (s *Service) checkKey(st *State, env *Env, k *Key, now time.Time) error {
 	}
 	if k.ExpiresAt != nil {
 		switch {
-		case !k.ExpiresAt.After(now):
+		case setsExpiry && !k.ExpiresAt.After(now):
 			return invalid("expires_at", "must be in the future, got %s", k.ExpiresAt.UTC().Format(time.RFC3339))
 		case k.ExpiresAt.Sub(now) > maxExpiry:
 			return invalid("expires_at", "must be within 100 years")
@@ -247,7 +249,7 @@ func (s *Service) CreateKey(ctx context.Context, actor string, env *Env, body []
 		if len(st.Keys) >= MaxKeys {
 			return nil, conflict("too_many_keys", "", "%d keys are issued already, the most the admin API keeps", MaxKeys)
 		}
-		if err := s.checkKey(st, env, k, now); err != nil {
+		if err := s.checkKey(st, env, k, now, true); err != nil {
 			return nil, err
 		}
 		return &Change{PutKeys: []*Key{k}, Audit: AuditEntry{At: now, Actor: actor, Action: ActionKeyCreate, Target: k.ID,
@@ -304,7 +306,7 @@ func (s *Service) UpdateKey(ctx context.Context, actor string, env *Env, id stri
 		k := *old
 		k.apply(&f, p)
 		k.Updated = now
-		if err := s.checkKey(st, env, &k, now); err != nil {
+		if err := s.checkKey(st, env, &k, now, p.Has("expires_at")); err != nil {
 			return nil, err
 		}
 		out = &k

@@ -97,6 +97,16 @@ func TestAdminKeyLifecycle(t *testing.T) {
 		!strings.Contains(a.Body, "2030-01-01T01:00:00Z") {
 		t.Errorf("expired key: %d %s", a.Status, a.Body)
 	}
+	// An expired key's other fields can still change (it stays expired);
+	// setting a past expiry cannot.
+	must(g.adminCall("PATCH", "/admin/v1/keys/"+id, `{"tier":2}`), 200)
+	if a := chatAs(g, secret, "m"); a.Status != 401 {
+		t.Errorf("an expired key after a tier change: %d %s", a.Status, a.Body)
+	}
+	if a := g.adminCall("PATCH", "/admin/v1/keys/"+id, `{"expires_at":"2030-01-01T00:30:00Z"}`); a.Status != 400 ||
+		gjson.Get(a.Body, "error.param").String() != "expires_at" {
+		t.Errorf("a past expiry: %d %s", a.Status, a.Body)
+	}
 	must(g.adminCall("PATCH", "/admin/v1/keys/"+id, `{"expires_at":null}`), 200)
 	must(chatAs(g, secret, "m"), 200)
 
@@ -128,7 +138,7 @@ func TestAdminKeyLifecycle(t *testing.T) {
 	// The audit log: one row per change, by the admin key's id, no secret.
 	a = must(g.adminCall("GET", "/admin/v1/audit", ""), 200)
 	got := gjson.Get(a.Body, "data.#.action").String()
-	if want := `["tenant.create","key.create","key.update","key.update","key.rotate","key.revoke"]`; got != want {
+	if want := `["tenant.create","key.create","key.update","key.update","key.update","key.rotate","key.revoke"]`; got != want {
 		t.Errorf("audit actions %s, want %s", got, want)
 	}
 	var ops string
