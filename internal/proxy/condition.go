@@ -47,9 +47,9 @@ func (f *Failure) note(perr *provider.Error, reason string) {
 
 // notePaused records providers left out because their pause was still
 // running: rate limited, without a send (reason "paused").
-func (f *Failure) notePaused(order []*route.Candidate) {
-	for _, c := range order {
-		f.Attempts = append(f.Attempts, Attempt{Provider: c.Provider, Reason: "paused"})
+func (f *Failure) notePaused(c *Call, order []*route.Candidate) {
+	for _, cand := range order {
+		f.Attempts = append(f.Attempts, c.attemptOf(cand, 0, "paused"))
 		f.seen.rateLimited++
 	}
 }

@@ -104,8 +104,20 @@ type Call struct {
 // Attempt is one send and how it ended.
 type Attempt struct {
 	Provider string `json:"provider"`
-	Status   int    `json:"status"`
-	Reason   string `json:"reason"`
+	// Model is the gateway model the attempt served: with cross-model
+	// fallbacks one provider may be tried for several models.
+	Model  string `json:"model"`
+	Status int    `json:"status"`
+	Reason string `json:"reason"`
+}
+
+// attemptOf is an attempt of c on cand.
+func (c *Call) attemptOf(cand *route.Candidate, status int, reason string) Attempt {
+	a := Attempt{Provider: cand.Provider, Status: status, Reason: reason}
+	if c.Route != nil && c.Route.Model != nil {
+		a.Model = c.Route.Model.Name
+	}
+	return a
 }
 
 // Result is a successful answer not yet written to the client.
@@ -237,7 +249,7 @@ func (p *Proxy) Do(ctx context.Context, c *Call) (*Result, *Failure) {
 			// a reset, and no send to providers that asked for a pause
 			// (tried anyway only when nothing else could serve).
 			if round == 0 {
-				f.notePaused(order)
+				f.notePaused(c, order)
 			}
 			return nil, f
 		}
@@ -301,7 +313,7 @@ func (p *Proxy) tryProvider(ctx context.Context, c *Call, cand *route.Candidate,
 				f.Canceled = true
 				return nil, true, false
 			}
-			f.Attempts = append(f.Attempts, Attempt{cand.Provider, ref.Status, ref.Code})
+			f.Attempts = append(f.Attempts, c.attemptOf(cand, ref.Status, ref.Code))
 			f.Refusal = ref
 			if ref.Scope == admit.ScopeProvider {
 				f.Skipped = append(f.Skipped, Skip{cand.Provider, cand.Model, ref})
@@ -320,7 +332,7 @@ func (p *Proxy) tryProvider(ctx context.Context, c *Call, cand *route.Candidate,
 		f.Refusal = nil // the answer is the last outcome, not an earlier refusal
 		if perr.Kind == provider.KindCanceled && ctx.Err() != nil {
 			f.Canceled = true
-			f.Attempts = append(f.Attempts, Attempt{cand.Provider, 0, "client_disconnect"})
+			f.Attempts = append(f.Attempts, c.attemptOf(cand, 0, "client_disconnect"))
 			p.observe(cand, health.Neutral)
 			return nil, true, false
 		}
@@ -330,7 +342,7 @@ func (p *Proxy) tryProvider(ctx context.Context, c *Call, cand *route.Candidate,
 			continue
 		}
 		reason := Reason(perr)
-		f.Attempts = append(f.Attempts, Attempt{cand.Provider, perr.Status, reason})
+		f.Attempts = append(f.Attempts, c.attemptOf(cand, perr.Status, reason))
 		f.note(perr, reason)
 		if p.Metrics != nil {
 			p.Metrics.ProviderFailure.WithLabelValues(cand.Provider, cand.Model, reason).Inc()

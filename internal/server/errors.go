@@ -64,8 +64,13 @@ func writeError(w http.ResponseWriter, proto Protocol, e *apiError) {
 
 func errorBody(proto Protocol, e *apiError) []byte {
 	if proto == Anthropic {
-		b, _ := json.Marshal(map[string]any{"type": "error", "error": map[string]any{
-			"type": translate.AnthropicErrors.For(e.Status), "message": e.Message}})
+		inner := map[string]any{"type": translate.AnthropicErrors.For(e.Status), "message": e.Message}
+		if e.Detail != nil {
+			// An extra member: the Anthropic SDKs keep the whole body on
+			// their error, so the attempts reach a Messages client too.
+			inner["detail"] = e.Detail
+		}
+		b, _ := json.Marshal(map[string]any{"type": "error", "error": inner})
 		return b
 	}
 	inner := map[string]any{"message": e.Message, "type": e.Type, "param": nil, "code": nil}

@@ -426,3 +426,49 @@ retries: {max_attempts: 1, max_rounds: 1}
 		t.Errorf("chat on a: %d %s", a.Status, a.Body)
 	}
 }
+
+// When a provider serves two models of a chain and everything fails, each
+// attempt of the all-failed answer names the model it was for, in the
+// OpenAI and the Anthropic error shapes alike; the message and the other
+// attempt fields are unchanged.
+func TestModelFallbackFailureNamesEachAttemptsModel(t *testing.T) {
+	g := startGateway(t, `providers:
+  p1: {type: mock, mock: {tokens: 3}}
+  p2: {type: mock, mock: {tokens: 3}}
+models:
+  - {name: a, providers: [{provider: p1, model: a-v1}, {provider: p2, model: a-v2}], fallbacks: [b]}
+  - {name: b, providers: [{provider: p1, model: b-v1}]}
+retries: {max_attempts: 1, max_rounds: 1}
+`)
+	const wantMsg = "All providers failed: p1: server_error (status=503); p2: server_error (status=502); p1: server_error (status=500)"
+	tests := []struct {
+		name, path, body string
+		headers          []string
+	}{
+		{"openai", "/v1/chat/completions", `{"model":"a","messages":[{"role":"user","content":"hi"}]}`, nil},
+		{"anthropic", "/v1/messages", `{"model":"a","max_tokens":50,"messages":[{"role":"user","content":"hi"}]}`, []string{"anthropic-version", "2023-06-01"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g.mock("p1").Script(mock.Fault{Status: 503}, mock.Fault{Status: 500})
+			g.mock("p2").Script(mock.Fault{Status: 502})
+			a := g.post(tt.path, tt.body, tt.headers...)
+			if a.Status != 500 || gjson.Get(a.Body, "error.message").String() != wantMsg {
+				t.Fatalf("%d %s", a.Status, a.Body)
+			}
+			att := gjson.Get(a.Body, "error.detail.attempts")
+			if got := att.Get("#.model").String(); got != `["a","a","b"]` {
+				t.Errorf("attempt models %s, want a, a, b: %s", got, a.Body)
+			}
+			if got := att.Get("#.provider").String(); got != `["p1","p2","p1"]` {
+				t.Errorf("attempt providers %s: %s", got, a.Body)
+			}
+			if got := att.Get("#.status").String(); got != `[503,502,500]` {
+				t.Errorf("attempt statuses %s: %s", got, a.Body)
+			}
+			if got := att.Get("#.reason").String(); got != `["server_error","server_error","server_error"]` {
+				t.Errorf("attempt reasons %s: %s", got, a.Body)
+			}
+		})
+	}
+}
