@@ -1,12 +1,15 @@
 package server
 
 import (
+	"context"
 	"net/http"
 	"regexp"
 	"strings"
 	"testing"
 
 	"github.com/tidwall/gjson"
+
+	"switchboard/internal/provider/mock"
 )
 
 // TestStreamLogsCarryRealCountsAndPercentiles: with answers shorter than
@@ -37,5 +40,50 @@ func TestStreamLogsCarryRealCountsAndPercentiles(t *testing.T) {
 	waitFor(t, func() bool { return tps.MatchString(g.logs.String()) })
 	if n := len(success.FindAllString(g.logs.String(), -1)); n != 3 {
 		t.Fatalf("%d stream success lines with real counts, want 3:\n%s", n, g.logs.String())
+	}
+}
+
+// A client that leaves before any answer was written (the provider still
+// thinking) is logged as status=499 in the access log and counted under
+// status "499" in switchboard_requests_total, as its usage row is: not as
+// the 200 nothing was sent with.
+func TestClientGoneBeforeAnswerIsLogged499(t *testing.T) {
+	tests := []struct{ name, path, body string }{
+		{"unary", "/v1/chat/completions", chatBody},
+		{"stream", "/v1/chat/completions", streamBody},
+		{"messages", "/v1/messages", `{"model":"m","max_tokens":50,"messages":[{"role":"user","content":"hi"}]}`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g := startGateway(t, mockYAML("m", "a"))
+			g.mock("a").Script(mock.Fault{Hang: true})
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan error, 1)
+			go func() {
+				req, _ := http.NewRequestWithContext(ctx, http.MethodPost, g.URL+tt.path, strings.NewReader(tt.body))
+				req.Header.Set("Content-Type", "application/json")
+				req.Header.Set("anthropic-version", "2023-06-01")
+				resp, err := http.DefaultClient.Do(req)
+				if err == nil {
+					resp.Body.Close()
+				}
+				done <- err
+			}()
+			waitFor(t, func() bool { return g.mock("a").Calls() == 1 })
+			cancel()
+			if err := <-done; err == nil {
+				t.Fatal("the canceled request got an answer")
+			}
+			line := regexp.MustCompile(`msg=request method=POST path=` + regexp.QuoteMeta(tt.path) + ` status=(\d+)`)
+			var m []string
+			waitFor(t, func() bool { m = line.FindStringSubmatch(g.logs.String()); return m != nil })
+			if m[1] != "499" {
+				t.Errorf("access log status=%s, want 499:\n%s", m[1], g.logs.String())
+			}
+			want := `switchboard_requests_total{route="` + tt.path + `",status="499"} 1`
+			if met := g.get("/metrics").Body; !strings.Contains(met, want) {
+				t.Errorf("metrics lack %s:\n%s", want, grep(met, "switchboard_requests_total"))
+			}
+		})
 	}
 }

@@ -63,6 +63,11 @@ func newRequestID() string {
 	return "req_" + hex.EncodeToString(b[:])
 }
 
+// statusClientClosed is the status logged, counted and recorded for a
+// request whose client left before any answer was written (nginx's
+// "client closed request").
+const statusClientClosed = 499
+
 // statusWriter records the status for the access log and metrics. It
 // passes Flush through so streams are not buffered.
 type statusWriter struct {
@@ -176,6 +181,11 @@ func (s *Server) wrap(next http.Handler) http.Handler {
 					writeError(sw, protocolOf(r), &apiError{Status: 500, Type: "server_error", Code: "internal_error",
 						Message: "internal error; request id " + id})
 				}
+			}
+			if !sw.wrote && ctx.Err() != nil {
+				// The client left before any answer was written: nothing
+				// went out, so not the 200 net/http would default to.
+				sw.status = statusClientClosed
 			}
 			sw.Answered()
 			if s.Log.Enabled(ctx, slog.LevelInfo) { // the attrs would be built for nothing

@@ -55,7 +55,7 @@ func (s *Server) endUsage(r *http.Request, u *usageRecord) {
 	row := u.row
 	row.Status = u.w.status
 	if row.Status == 0 {
-		row.Status = 499 // nothing was written: the client left first
+		row.Status = statusClientClosed // nothing was written: the client left first
 	}
 	row.DurationMs = s.Clock.Now().Sub(row.Time).Milliseconds()
 	l := s.UsageLog()
