@@ -16,8 +16,9 @@ import (
 // (embedded, like /dashboard); its data is GET /admin/v1/overview, behind
 // the admin guard.
 
-// maxOverviewKeys bounds the keys listed (one row each).
-const maxOverviewKeys = 1000
+// maxOverviewKeys bounds the keys listed (one row each). A variable so
+// that tests can lower it.
+var maxOverviewKeys = 1000
 
 // overviewWindow is the usage chart's span and the keys' spend window.
 const overviewWindow = 24 * time.Hour
@@ -75,14 +76,14 @@ func (s *Server) handleAdminOverview(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	// Keys and tenants are cut to their caps by 24 h cost, not by name,
+	// so that a big spender late in the alphabet is never the one left
+	// out; *_total and *_truncated say when the lists are cut.
 	keys := []overviewKey{}
 	perTenant := map[string]int{}
 	if t := s.Admission.Keys(); t != nil {
 		for _, id := range t.Keys() {
 			perTenant[id.Tenant]++
-			if len(keys) == maxOverviewKeys {
-				continue
-			}
 			role := "tenant"
 			if id.Admin {
 				role = "admin"
@@ -92,11 +93,15 @@ func (s *Server) handleAdminOverview(w http.ResponseWriter, r *http.Request) {
 				Requests: g.Requests, CostNano: g.CostNano})
 		}
 	}
+	keysTotal := len(keys)
+	if keysTotal > maxOverviewKeys {
+		// Stable: equal cost keeps the key table's order.
+		slices.SortStableFunc(keys, func(a, b overviewKey) int { return cmp.Compare(b.CostNano, a.CostNano) })
+		keys = keys[:maxOverviewKeys]
+	}
+	all := s.Admission.Tenants()
 	tenants := []overviewTenant{}
-	for _, id := range s.Admission.Tenants() {
-		if len(tenants) == maxDashTenants {
-			break
-		}
+	for _, id := range topTenants(all, byTenant) {
 		u, err := s.Admission.Usage(ctx, id, admit.UsageOptions{})
 		if err != nil {
 			continue // the store is down: the tenant is left out, as on /dashboard
@@ -121,7 +126,8 @@ func (s *Server) handleAdminOverview(w http.ResponseWriter, r *http.Request) {
 			"cost_nano_usd": g.CostNano, "tokens": g.PromptTokens + g.CompletionTokens})
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"object": "overview", "timestamp": now.UnixMilli(), "since": since.UnixMilli(),
-		"usage_log": logOn, "tenants": tenants, "keys": keys, "usage_by_model": points})
+		"usage_log": logOn, "tenants": tenants, "tenants_total": len(all), "tenants_truncated": len(all) > maxDashTenants,
+		"keys": keys, "keys_total": keysTotal, "keys_truncated": keysTotal > maxOverviewKeys, "usage_by_model": points})
 }
 
 // groupsBy sums f's rows by one dimension, keyed by its value.

@@ -117,3 +117,74 @@ func TestAdminPageInChromium(t *testing.T) {
 		t.Error("the page without a key does not say it needs an admin key")
 	}
 }
+
+// cutYAML: four tenants, a name order in which the spenders come last.
+const cutYAML = `providers:
+  steady: {type: mock, mock: {tokens: 7}}
+models:
+  - name: plain
+    providers: [{provider: steady, model: steady-m}]
+pricing:
+  steady: {steady-m: {input: 3, output: 15, context: 10000, max_output: 100}}
+auth:
+  keys:
+    k-aa: {tenant: aa, budget_usd: 10}
+    k-bb: {tenant: bb, budget_usd: 10}
+    k-cc: {tenant: cc, budget_usd: 10}
+    k-zz: {tenant: zz, budget_usd: 10}
+    k-admin: {tenant: ops, role: admin}
+`
+
+// TestTenantListsCutByCost: when there are more tenants (keys) than the
+// views list, /admin/v1/overview and /dashboard/data keep the biggest
+// spenders, not the first names, and say that the list is cut and of
+// how many; the pages show it.
+func TestTenantListsCutByCost(t *testing.T) {
+	defer func(t, k int) { maxDashTenants, maxOverviewKeys = t, k }(maxDashTenants, maxOverviewKeys)
+	maxDashTenants, maxOverviewKeys = 2, 2
+	g, _, ul := usageGateway(t, cutYAML)
+	for _, key := range []string{"k-zz", "k-cc", "k-zz"} {
+		if a := g.post("/v1/chat/completions", `{"model":"plain","max_tokens":20,"messages":[{"role":"user","content":"hi"}]}`,
+			"Authorization", "Bearer "+key); a.Status != 200 {
+			t.Fatalf("%d %s", a.Status, a.Body)
+		}
+	}
+	waitRows(t, ul, 3)
+	names := func(body, path string) string {
+		var out []string
+		for _, x := range gjson.Get(body, path).Array() {
+			out = append(out, x.String())
+		}
+		return strings.Join(out, ",")
+	}
+	a := g.get("/admin/v1/overview", "Authorization", "Bearer k-admin")
+	if a.Status != 200 {
+		t.Fatalf("%d %s", a.Status, a.Body)
+	}
+	// ops (the admin's tenant) and aa, bb come first by name but spent nothing.
+	if got := names(a.Body, "tenants.#.tenant"); got != "zz,cc" {
+		t.Errorf("overview tenants %q, want zz,cc", got)
+	}
+	if gjson.Get(a.Body, "tenants_total").Int() != 5 || !gjson.Get(a.Body, "tenants_truncated").Bool() {
+		t.Errorf("overview: tenants_total %s, tenants_truncated %s", gjson.Get(a.Body, "tenants_total"), gjson.Get(a.Body, "tenants_truncated"))
+	}
+	if got := names(a.Body, "keys.#.tenant"); got != "zz,cc" {
+		t.Errorf("overview keys of %q, want zz,cc", got)
+	}
+	if gjson.Get(a.Body, "keys_total").Int() != 5 || !gjson.Get(a.Body, "keys_truncated").Bool() {
+		t.Errorf("overview: keys_total %s, keys_truncated %s", gjson.Get(a.Body, "keys_total"), gjson.Get(a.Body, "keys_truncated"))
+	}
+	d := g.get("/dashboard/data", "Authorization", "Bearer k-admin")
+	if got := names(d.Body, "tenants.#.tenant"); got != "zz,cc" {
+		t.Errorf("dashboard tenants %q, want zz,cc", got)
+	}
+	if gjson.Get(d.Body, "tenants_total").Int() != 5 || !gjson.Get(d.Body, "tenants_truncated").Bool() {
+		t.Errorf("dashboard: tenants_total %s, tenants_truncated %s", gjson.Get(d.Body, "tenants_total"), gjson.Get(d.Body, "tenants_truncated"))
+	}
+	bin := chromiumBin(t)
+	for page, want := range map[string]string{"/admin": "showing 2 of 5 tenants", "/dashboard": "showing 2 of 5 tenants"} {
+		if dom := chromiumDOM(t, bin, g.URL+page+"#token=k-admin"); !strings.Contains(dom, want) || !strings.Contains(dom, `data-tenant="zz"`) {
+			t.Errorf("%s: the page does not show %q with zz", page, want)
+		}
+	}
+}

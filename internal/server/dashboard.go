@@ -1,14 +1,17 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"embed"
 	"encoding/json"
 	"net/http"
+	"slices"
 
 	"switchboard/internal/admit"
 	"switchboard/internal/spend"
 	"switchboard/internal/tenant"
+	"switchboard/internal/usagelog"
 )
 
 //go:embed dashboard/index.html dashboard/admin.html
@@ -77,11 +80,30 @@ type dashTenant struct {
 	BudgetUSD     *json.Number `json:"budget_usd"`
 	WindowEnd     int64        `json:"window_end"`
 	RequestsToday int64        `json:"requests_today"`
+	spentNano     int64        // SpentUSD, for the order
 }
 
-// maxDashTenants bounds the per-tenant spend table (one store read each,
-// every poll).
-const maxDashTenants = 100
+// maxDashTenants bounds the tenants /dashboard and /admin list (one store
+// read each, every poll). A variable so that tests can lower it.
+var maxDashTenants = 100
+
+// topTenants picks the tenants a view lists: all of them when they fit,
+// else the maxDashTenants with the highest cost over the last 24 h in the
+// usage log (byTenant, keyed by label), ties by name. Without the log
+// (byTenant nil) nothing ranks them and the cut is by name. all is sorted
+// by name (tenant.Table) and left alone.
+func topTenants(all []*tenant.Identity, byTenant map[string]usagelog.Group) []*tenant.Identity {
+	if len(all) <= maxDashTenants {
+		return all
+	}
+	ids := slices.Clone(all)
+	if byTenant != nil {
+		slices.SortStableFunc(ids, func(a, b *tenant.Identity) int {
+			return cmp.Compare(byTenant[b.Label()].CostNano, byTenant[a.Label()].CostNano)
+		})
+	}
+	return ids[:maxDashTenants]
+}
 
 // handleDashboardData serves the dashboard's JSON (behind auth when on).
 // Admins (everyone when auth is off) get providers, traffic and every
@@ -129,26 +151,36 @@ func (s *Server) handleDashboardData(w http.ResponseWriter, r *http.Request) {
 		}
 		models = append(models, dm)
 	}
+	all := s.Admission.Tenants()
 	writeJSON(w, http.StatusOK, map[string]any{"timestamp": now, "role": "admin", "models": models,
-		"tenants": s.tenantSpend(r.Context()), "events": s.dashEvents()})
+		"tenants": s.tenantSpend(r.Context(), all), "tenants_total": len(all), "tenants_truncated": len(all) > maxDashTenants,
+		"events": s.dashEvents()})
 }
 
-// tenantSpend lists the first maxDashTenants tenants' spend; a tenant
-// whose usage cannot be read (store down) is left out.
-func (s *Server) tenantSpend(ctx context.Context) []dashTenant {
+// tenantSpend lists the spend of the tenants topTenants picks from all,
+// the biggest spend in the current window first; a tenant whose usage
+// cannot be read (store down) is left out. The usage log ranks them only
+// when they do not all fit, so the common poll costs no query; a failed
+// query falls back to the cut by name.
+func (s *Server) tenantSpend(ctx context.Context, all []*tenant.Identity) []dashTenant {
+	var byTenant map[string]usagelog.Group
+	if ul := s.UsageLog(); ul != nil && len(all) > maxDashTenants {
+		qctx, cancel := context.WithTimeout(ctx, queryTimeout)
+		byTenant, _ = groupsBy(qctx, ul.DB(), usagelog.Filter{From: s.Clock.Now().Add(-overviewWindow)}, "tenant")
+		cancel()
+	}
 	out := []dashTenant{}
-	for _, id := range s.Admission.Tenants() {
-		if len(out) == maxDashTenants {
-			break
-		}
+	for _, id := range topTenants(all, byTenant) {
 		u, err := s.Admission.Usage(ctx, id, admit.UsageOptions{})
 		if err != nil || u.Spend == nil {
 			continue
 		}
 		sp := u.Spend
 		out = append(out, dashTenant{Tenant: id.Tenant, SpentUSD: json.Number(spend.FormatUSD(sp.ReservedNano + sp.SettledNano)),
-			BudgetUSD: sp.BudgetUSD, WindowEnd: sp.WindowEnd, RequestsToday: u.RequestsToday})
+			BudgetUSD: sp.BudgetUSD, WindowEnd: sp.WindowEnd, RequestsToday: u.RequestsToday, spentNano: sp.ReservedNano + sp.SettledNano})
 	}
+	// Stable: equal spend keeps topTenants' order.
+	slices.SortStableFunc(out, func(a, b dashTenant) int { return cmp.Compare(b.spentNano, a.spentNano) })
 	return out
 }
 
