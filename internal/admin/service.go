@@ -361,6 +361,12 @@ func (s *Service) RotateKey(ctx context.Context, actor, id string, body []byte) 
 		if old.Revoked != nil {
 			return nil, conflict("revoked", "", "key %s was revoked at %s; issue a new one", id, old.Revoked.Format(time.RFC3339))
 		}
+		// A new secret on an expired key would not work either: refuse
+		// rather than hand out a dead secret.
+		if old.ExpiresAt != nil && !old.ExpiresAt.After(now) {
+			return nil, conflict("expired", "expires_at", "key %s expired at %s; set a new expires_at first (PATCH /admin/v1/keys/%s), then rotate",
+				id, old.ExpiresAt.UTC().Format(time.RFC3339), id)
+		}
 		k := *old
 		k.PrevDigest, k.PrevUntil = "", nil
 		if grace > 0 {

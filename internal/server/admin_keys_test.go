@@ -107,6 +107,13 @@ func TestAdminKeyLifecycle(t *testing.T) {
 		gjson.Get(a.Body, "error.param").String() != "expires_at" {
 		t.Errorf("a past expiry: %d %s", a.Status, a.Body)
 	}
+	// Rotating an expired key would hand out a secret that does not work
+	// either: 409, saying to set a new expiry first; nothing changed.
+	if a := g.adminCall("POST", "/admin/v1/keys/"+id+"/rotate", `{}`); a.Status != 409 || gjson.Get(a.Body, "error.code").String() != "expired" ||
+		gjson.Get(a.Body, "error.param").String() != "expires_at" || !strings.Contains(a.Body, "set a new expires_at first") ||
+		gjson.Get(a.Body, "secret").Exists() {
+		t.Errorf("rotate of an expired key: %d %s", a.Status, a.Body)
+	}
 	must(g.adminCall("PATCH", "/admin/v1/keys/"+id, `{"expires_at":null}`), 200)
 	must(chatAs(g, secret, "m"), 200)
 
