@@ -24,8 +24,8 @@ func (s *Server) usageRoutes(mux *http.ServeMux) {
 }
 
 // usageQuery validates the request's parameters as a query of kind; nil
-// when it answered (400 naming the parameter, or 404 when the usage log
-// is off).
+// when it answered (400 invalid_value naming the parameter, or 404 when
+// the usage log is off).
 func (s *Server) usageQuery(w http.ResponseWriter, r *http.Request, kind string) *usagelog.Query {
 	if s.UsageLog() == nil {
 		writeError(w, OpenAI, &apiError{Status: http.StatusNotFound, Type: "invalid_request_error", Code: "usage_log_disabled",
@@ -34,9 +34,9 @@ func (s *Server) usageQuery(w http.ResponseWriter, r *http.Request, kind string)
 	}
 	q, perr := usagelog.ParseQuery(kind, r.URL.Query())
 	if perr != nil {
-		e := errInvalid(perr.Error())
-		e.Param = perr.Param
-		writeError(w, OpenAI, e)
+		// invalid_value, as everywhere in the admin API for a bad parameter.
+		writeError(w, OpenAI, &apiError{Status: http.StatusBadRequest, Type: "invalid_request_error", Code: "invalid_value",
+			Param: perr.Param, Message: perr.Error()})
 		return nil
 	}
 	return q

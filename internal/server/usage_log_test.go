@@ -233,7 +233,8 @@ func TestUsageSumsEqualLedger(t *testing.T) {
 
 // TestAdminUsageAPI: through the real server, an admin reads sums grouped
 // as asked, pages of requests with a cursor and streamed exports; tenant
-// keys get 403, no key 401, and every bad parameter a 400 naming it.
+// keys get 403, no key 401, and every bad parameter a 400 invalid_value
+// naming it (the admin API's code for a bad parameter).
 func TestAdminUsageAPI(t *testing.T) {
 	g, _, ul := usageGateway(t, usageAdminYAML)
 	for i := range 9 {
@@ -333,7 +334,7 @@ func TestAdminUsageAPI(t *testing.T) {
 		{"/admin/v1/requests?tenant=a&tenant=b", "tenant"},
 	} {
 		a := g.get(tc.path, admin...)
-		if a.Status != 400 || gjson.Get(a.Body, "error.param").String() != tc.param {
+		if a.Status != 400 || gjson.Get(a.Body, "error.param").String() != tc.param || gjson.Get(a.Body, "error.code").String() != "invalid_value" {
 			t.Errorf("%s: %d %s", tc.path, a.Status, a.Body)
 		}
 	}
