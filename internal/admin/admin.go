@@ -44,6 +44,10 @@ type Key struct {
 	ExpiresAt *time.Time `json:"expires_at"`
 	// Models: nil = every model.
 	Models []string `json:"models"`
+	// RPM and TPM are the key's own rate limits, enforced in addition to
+	// its tenant's: nil = none at the key level, 0 denies.
+	RPM *int64 `json:"rpm"`
+	TPM *int64 `json:"tpm"`
 	// PrevDigest works until PrevUntil after a rotation with a grace.
 	PrevDigest string     `json:"prev_digest,omitempty"`
 	PrevUntil  *time.Time `json:"prev_until,omitempty"`
@@ -157,7 +161,8 @@ func (s *State) Issued(now time.Time) *tenant.Issued {
 		if !ok {
 			continue
 		}
-		ik := tenant.IssuedKey{Digest: d, ID: k.ID, Name: k.Name, Tenant: k.Tenant, Role: k.Role, Tier: k.Tier, Models: k.Models}
+		ik := tenant.IssuedKey{Digest: d, ID: k.ID, Name: k.Name, Tenant: k.Tenant, Role: k.Role, Tier: k.Tier, Models: k.Models,
+			RPM: k.RPM, TPM: k.TPM}
 		if k.ExpiresAt != nil {
 			ik.ExpiresAt = *k.ExpiresAt
 		}

@@ -51,9 +51,11 @@ type KeyFields struct {
 	Tier      *int       `json:"tier"`
 	ExpiresAt *time.Time `json:"expires_at"`
 	Models    *[]string  `json:"models"`
+	RPM       *int64     `json:"rpm"`
+	TPM       *int64     `json:"tpm"`
 }
 
-var keyFieldNames = []string{"name", "tenant", "role", "tier", "expires_at", "models"}
+var keyFieldNames = []string{"name", "tenant", "role", "tier", "expires_at", "models", "rpm", "tpm"}
 
 // TenantFields are the fields of a tenant create or update.
 type TenantFields struct {
@@ -119,7 +121,7 @@ func Decode(body []byte, v any, known []string) (Patch, *Error) {
 			f := strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`)
 			msg := fmt.Sprintf("unknown field %q (known: %s)", f, strings.Join(known, ", "))
 			if _, isKey := v.(*KeyFields); isKey && slices.Contains(tenantFieldNames[1:], f) {
-				msg += "; limits and budgets belong to the tenant, whose keys share them: PATCH /admin/v1/tenants/{tenant}"
+				msg += "; a key has its own rpm and tpm only; daily limits and budgets belong to the tenant, whose keys share them: PATCH /admin/v1/tenants/{tenant}"
 			}
 			return p, &Error{Status: http.StatusBadRequest, Code: "unknown_field", Param: f, Message: msg}
 		}

@@ -163,7 +163,7 @@ func (s *Service) checkKey(st *State, env *Env, k *Key, now time.Time, setsExpir
 	if e := checkName("tenant", k.Tenant); e != nil {
 		return e
 	}
-	if e := checkSpec(&config.KeySpec{Tenant: k.Tenant, Role: k.Role, Tier: k.Tier}, "tenant"); e != nil {
+	if e := checkSpec(&config.KeySpec{Tenant: k.Tenant, Role: k.Role, Tier: k.Tier, RPM: k.RPM, TPM: k.TPM}, "tenant"); e != nil {
 		return e
 	}
 	if st.Tenants[k.Tenant] == nil && !env.ConfigTenants[k.Tenant] {
@@ -226,6 +226,12 @@ func (k *Key) apply(f *KeyFields, p Patch) {
 			k.Models = *f.Models
 		}
 	}
+	if p.Has("rpm") {
+		k.RPM = f.RPM
+	}
+	if p.Has("tpm") {
+		k.TPM = f.TPM
+	}
 }
 
 // Issue is a created or rotated key with its secret, shown once.
@@ -263,7 +269,8 @@ func (s *Service) CreateKey(ctx context.Context, actor string, env *Env, body []
 
 // keyAuditFields lists a key's fields (only those in set, when not nil).
 func keyAuditFields(k *Key, set func(string) bool) map[string]any {
-	all := map[string]any{"name": k.Name, "tenant": k.Tenant, "role": k.Role, "tier": k.Tier, "expires_at": k.ExpiresAt, "models": k.Models}
+	all := map[string]any{"name": k.Name, "tenant": k.Tenant, "role": k.Role, "tier": k.Tier, "expires_at": k.ExpiresAt, "models": k.Models,
+		"rpm": k.RPM, "tpm": k.TPM}
 	if set == nil {
 		return all
 	}

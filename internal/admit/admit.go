@@ -44,7 +44,7 @@ type AttemptInfo struct {
 // counter kinds and scopes of a debit.
 type debitMeta struct {
 	kind  string // rpm, tpm
-	scope string // tenant, global, provider
+	scope string // key, tenant, global, provider
 }
 
 func tenantOf(id *tenant.Identity) string {
@@ -55,8 +55,11 @@ func tenantOf(id *tenant.Identity) string {
 }
 
 // debits lists the rate buckets of an attempt in refusal order: RPM
-// (tenant, global, provider), then TPM (same order). Unlimited buckets are
-// left out, except the provider's RPM bucket, which carries its penalty.
+// (key, tenant, global, provider), then TPM (same order). Unlimited
+// buckets are left out, except the provider's RPM bucket, which carries
+// its penalty. An issued key's own limits are buckets named by its id
+// ("k:key-…"), a namespace apart from tenants' ("t:…"): the request must
+// fit both, in the same all-or-nothing decision.
 func debits(s *snapshot, id *tenant.Identity, p *providerInfo, tokens int64) ([]limit.Debit, []debitMeta) {
 	var ds []limit.Debit
 	var ms []debitMeta
@@ -68,14 +71,20 @@ func debits(s *snapshot, id *tenant.Identity, p *providerInfo, tokens int64) ([]
 	}
 	t := tenantOf(id)
 	trpm, ttpm := rateOf(nil), rateOf(nil)
+	krpm, ktpm := rateOf(nil), rateOf(nil)
+	kid := ""
 	if id != nil && t != "" {
 		tr := s.tenantRates(id)
 		trpm, ttpm = tr.rpm, tr.tpm
+		kr := windowed(rates{rateOf(id.KeyRPM), rateOf(id.KeyTPM)}, s.cfg.Limits.Window)
+		krpm, ktpm, kid = kr.rpm, kr.tpm, id.KeyID
 	}
 	g := groupOf(p.name)
+	add("rpm", "key", "k:"+kid+":rpm", "", krpm, 1, false)
 	add("rpm", "tenant", "t:"+t+":rpm", "", trpm, 1, false)
 	add("rpm", "global", "g:rpm", "", s.global.rpm, 1, false)
 	add("rpm", "provider", "p:"+p.name+":rpm", g, p.rates.rpm, 1, true)
+	add("tpm", "key", "k:"+kid+":tpm", "", ktpm, tokens, false)
 	add("tpm", "tenant", "t:"+t+":tpm", "", ttpm, tokens, false)
 	add("tpm", "global", "g:tpm", "", s.global.tpm, tokens, false)
 	add("tpm", "provider", "p:"+p.name+":tpm", g, p.rates.tpm, tokens, false)
@@ -331,6 +340,9 @@ func (c *Controller) rateRefusal(provider string, m debitMeta, sn limit.Snapshot
 	}
 	reason := ReasonRateLimited
 	switch m.scope {
+	case "key":
+		reason = ReasonTenantQuota
+		r.Message = fmt.Sprintf("this key's own rate limit is reached (%s; the key's limit, not its tenant's); retry in %d s", what, ra)
 	case "tenant":
 		reason = ReasonTenantQuota
 		r.Message = fmt.Sprintf("rate limit of this key reached (%s); retry in %d s", what, ra)
@@ -345,7 +357,7 @@ func (c *Controller) rateRefusal(provider string, m debitMeta, sn limit.Snapshot
 	}
 	if sn.Limit == 0 {
 		r.Message = fmt.Sprintf("the %s limit of %s is 0: every request is denied", what, map[string]string{
-			"tenant": "this key", "global": "the gateway", "provider": "provider " + provider}[m.scope])
+			"key": "this key (its own limit)", "tenant": "this key", "global": "the gateway", "provider": "provider " + provider}[m.scope])
 	}
 	c.m.rejected.WithLabelValues(provider, reason).Inc()
 	return r

@@ -121,6 +121,8 @@ type keyView struct {
 	Tier      int        `json:"tier"`
 	ExpiresAt *time.Time `json:"expires_at"`
 	Models    []string   `json:"models"`
+	RPM       *int64     `json:"rpm"`
+	TPM       *int64     `json:"tpm"`
 	Source    string     `json:"source"`
 	ReadOnly  bool       `json:"read_only"`
 	Created   *time.Time `json:"created,omitempty"`
@@ -143,7 +145,7 @@ func configKeyView(id *tenant.Identity) keyView {
 
 func issuedKeyView(k *admin.Key) keyView {
 	v := keyView{ID: k.ID, Object: "key", Name: k.Name, Tenant: k.Tenant, Role: k.Role, Tier: k.Tier, ExpiresAt: k.ExpiresAt,
-		Models: k.Models, Source: tenant.OriginAdmin, Created: &k.Created, Updated: &k.Updated,
+		Models: k.Models, RPM: k.RPM, TPM: k.TPM, Source: tenant.OriginAdmin, Created: &k.Created, Updated: &k.Updated,
 		Revoked: k.Revoked != nil, RevokedAt: k.Revoked, PreviousSecretUntil: k.PrevUntil}
 	return v
 }

@@ -54,6 +54,9 @@ type Identity struct {
 	ExpiresAt time.Time
 	// Models, when not nil, are the only models the key may use.
 	Models map[string]bool
+	// KeyRPM and KeyTPM are an issued key's own rate limits, counted per
+	// KeyID in addition to the tenant's; nil = none at the key level.
+	KeyRPM, KeyTPM *int64
 }
 
 // Expired reports whether the key no longer works at now.
