@@ -48,6 +48,12 @@ type Key struct {
 	// its tenant's: nil = none at the key level, 0 denies.
 	RPM *int64 `json:"rpm"`
 	TPM *int64 `json:"tpm"`
+	// DailyRequests and BudgetUSD (per BudgetWindowSecs, default 86400)
+	// are the key's own, counted in its own ledger in addition to its
+	// tenant's: nil = none at the key level.
+	DailyRequests    *int64   `json:"daily_requests"`
+	BudgetUSD        *float64 `json:"budget_usd"`
+	BudgetWindowSecs *int64   `json:"budget_window_secs"`
 	// PrevDigest works until PrevUntil after a rotation with a grace.
 	PrevDigest string     `json:"prev_digest,omitempty"`
 	PrevUntil  *time.Time `json:"prev_until,omitempty"`
@@ -162,7 +168,7 @@ func (s *State) Issued(now time.Time) *tenant.Issued {
 			continue
 		}
 		ik := tenant.IssuedKey{Digest: d, ID: k.ID, Name: k.Name, Tenant: k.Tenant, Role: k.Role, Tier: k.Tier, Models: k.Models,
-			RPM: k.RPM, TPM: k.TPM}
+			RPM: k.RPM, TPM: k.TPM, DailyRequests: k.DailyRequests, BudgetUSD: k.BudgetUSD, BudgetWindowSecs: k.BudgetWindowSecs}
 		if k.ExpiresAt != nil {
 			ik.ExpiresAt = *k.ExpiresAt
 		}

@@ -53,9 +53,14 @@ type KeyFields struct {
 	Models    *[]string  `json:"models"`
 	RPM       *int64     `json:"rpm"`
 	TPM       *int64     `json:"tpm"`
+	// The key's own daily count and budget, on top of its tenant's.
+	DailyRequests    *int64   `json:"daily_requests"`
+	BudgetUSD        *float64 `json:"budget_usd"`
+	BudgetWindowSecs *int64   `json:"budget_window_secs"`
 }
 
-var keyFieldNames = []string{"name", "tenant", "role", "tier", "expires_at", "models", "rpm", "tpm"}
+var keyFieldNames = []string{"name", "tenant", "role", "tier", "expires_at", "models", "rpm", "tpm", "daily_requests",
+	"budget_usd", "budget_window_secs"}
 
 // TenantFields are the fields of a tenant create or update.
 type TenantFields struct {
@@ -121,7 +126,7 @@ func Decode(body []byte, v any, known []string) (Patch, *Error) {
 			f := strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`)
 			msg := fmt.Sprintf("unknown field %q (known: %s)", f, strings.Join(known, ", "))
 			if _, isKey := v.(*KeyFields); isKey && slices.Contains(tenantFieldNames[1:], f) {
-				msg += "; a key has its own rpm and tpm only; daily limits and budgets belong to the tenant, whose keys share them: PATCH /admin/v1/tenants/{tenant}"
+				msg += "; budget_allow_unpriced belongs to the tenant, whose keys share it: PATCH /admin/v1/tenants/{tenant}"
 			}
 			return p, &Error{Status: http.StatusBadRequest, Code: "unknown_field", Param: f, Message: msg}
 		}

@@ -163,7 +163,8 @@ func (s *Service) checkKey(st *State, env *Env, k *Key, now time.Time, setsExpir
 	if e := checkName("tenant", k.Tenant); e != nil {
 		return e
 	}
-	if e := checkSpec(&config.KeySpec{Tenant: k.Tenant, Role: k.Role, Tier: k.Tier, RPM: k.RPM, TPM: k.TPM}, "tenant"); e != nil {
+	if e := checkSpec(&config.KeySpec{Tenant: k.Tenant, Role: k.Role, Tier: k.Tier, RPM: k.RPM, TPM: k.TPM,
+		DailyRequests: k.DailyRequests, BudgetUSD: k.BudgetUSD, BudgetWindowSecs: k.BudgetWindowSecs}, "tenant"); e != nil {
 		return e
 	}
 	if st.Tenants[k.Tenant] == nil && !env.ConfigTenants[k.Tenant] {
@@ -232,6 +233,15 @@ func (k *Key) apply(f *KeyFields, p Patch) {
 	if p.Has("tpm") {
 		k.TPM = f.TPM
 	}
+	if p.Has("daily_requests") {
+		k.DailyRequests = f.DailyRequests
+	}
+	if p.Has("budget_usd") {
+		k.BudgetUSD = f.BudgetUSD
+	}
+	if p.Has("budget_window_secs") {
+		k.BudgetWindowSecs = f.BudgetWindowSecs
+	}
 }
 
 // Issue is a created or rotated key with its secret, shown once.
@@ -270,7 +280,7 @@ func (s *Service) CreateKey(ctx context.Context, actor string, env *Env, body []
 // keyAuditFields lists a key's fields (only those in set, when not nil).
 func keyAuditFields(k *Key, set func(string) bool) map[string]any {
 	all := map[string]any{"name": k.Name, "tenant": k.Tenant, "role": k.Role, "tier": k.Tier, "expires_at": k.ExpiresAt, "models": k.Models,
-		"rpm": k.RPM, "tpm": k.TPM}
+		"rpm": k.RPM, "tpm": k.TPM, "daily_requests": k.DailyRequests, "budget_usd": k.BudgetUSD, "budget_window_secs": k.BudgetWindowSecs}
 	if set == nil {
 		return all
 	}

@@ -164,23 +164,27 @@ func (c *Controller) Admit(ctx context.Context, ai AttemptInfo) (*Permit, *Refus
 	if id != nil && id.BudgetWindowSecs > 0 {
 		a.WindowSecs = id.BudgetWindowSecs
 	}
-	if id.Budgeted() {
-		a.Budgeted, a.Budget = true, *id.BudgetNano
+	keyBudget := id.KeyLedgered() && id.KeyBudgetNano != nil
+	if id.Budgeted() || keyBudget {
 		q = s.catalog.Quote(spend.Request{Provider: ai.Provider, ProviderType: ai.ProviderType, Model: ai.Model,
 			Endpoint: ai.Endpoint, Body: ai.Body})
 		hold.Media = q.Media
-		switch {
-		case q.Priced:
-			a.Hold = q.Amount
-		case id.AllowUnpriced:
-			a.HoldRemaining, hold.Unpriced = true, true
-		default:
+		if !q.Priced && !id.AllowUnpriced {
 			c.m.rejected.WithLabelValues(ai.Provider, ReasonUnpriceable).Inc()
 			c.m.skipped.WithLabelValues(ai.Provider, ai.Model, CodeUnpriceable).Inc()
 			return nil, &Refusal{Status: 400, Code: CodeUnpriceable, Type: "invalid_request_error", Param: "model",
 				Scope: ScopeProvider, Message: fmt.Sprintf("the cost of this request to %s cannot be bounded under your budget: %s; "+
 					"use a model with a known price and output limit, drop the unbounded control, or ask for budget_allow_unpriced",
 					ai.Model, q.Reason)}
+		}
+	}
+	keyHold := hold
+	if id.Budgeted() {
+		a.Budgeted, a.Budget = true, *id.BudgetNano
+		if q.Priced {
+			a.Hold = q.Amount
+		} else {
+			a.HoldRemaining, hold.Unpriced = true, true
 		}
 	}
 
@@ -207,8 +211,21 @@ func (c *Controller) Admit(ctx context.Context, ai AttemptInfo) (*Permit, *Refus
 		return nil, &Refusal{Status: 499, Code: CodeCanceled, Type: "request_canceled", Scope: ScopeRequest,
 			Message: "the request was canceled before its attempt was admitted"}
 	}
+	// The key's own daily count and budget first, in its own ledger; a
+	// refusal by the tenant's decision then releases it.
+	var kp *Permit
+	if id.KeyLedgered() {
+		var ref *Refusal
+		if kp, ref = c.admitKey(ctx, ai, a, q, keyHold); ref != nil {
+			releaseSlot()
+			return nil, ref
+		}
+	}
 	// Once begun, the decision completes even if the caller leaves.
 	d, err := c.st.Admit(context.WithoutCancel(ctx), a)
+	if kp != nil && (err != nil || d.Refused != store.Admitted) {
+		kp.Fail()
+	}
 	if err != nil {
 		releaseSlot()
 		c.m.rejected.WithLabelValues(ai.Provider, ReasonOverloaded).Inc()
@@ -227,18 +244,7 @@ func (c *Controller) Admit(ctx context.Context, ai AttemptInfo) (*Permit, *Refus
 		return nil, c.dailyRefusal(ai.Provider, daily, d.Wait)
 	case store.RefusedBudget:
 		releaseSlot()
-		c.m.rejected.WithLabelValues(ai.Provider, ReasonBudget).Inc()
-		ra := retryAfter(d.Wait)
-		if r := c.heldByRunning(ctx, a, d); r != nil {
-			return nil, r
-		}
-		if left := a.Budget - d.Spent; left > 0 && !a.HoldRemaining {
-			c.m.skipped.WithLabelValues(ai.Provider, ai.Model, CodeRequestTooCostly).Inc()
-			return nil, tooBig(a, q, left, ra)
-		}
-		return nil, &Refusal{Status: 429, Code: CodeBudget, Type: "insufficient_quota", Scope: ScopeRequest, RetryAfter: ra,
-			Message: fmt.Sprintf("the spend budget of this key is exhausted for its current window (%s of %s USD used); it resets in %d s",
-				spend.FormatUSD(d.Spent), spend.FormatUSD(a.Budget), ra)}
+		return nil, c.budgetRefusal(ctx, ai, a, d, q)
 	case store.RefusedFull:
 		releaseSlot()
 		c.m.rejected.WithLabelValues(ai.Provider, ReasonOverloaded).Inc()
@@ -254,7 +260,7 @@ func (c *Controller) Admit(ctx context.Context, ai AttemptInfo) (*Permit, *Refus
 	if d.Held > 0 {
 		c.m.reserved.WithLabelValues(id.Label(), ai.Provider).Add(float64(d.Held))
 	}
-	pm := &Permit{c: c, release: releaseSlot, id: a.ID, tenant: t, label: id.Label(), provider: ai.Provider,
+	pm := &Permit{c: c, key: kp, release: releaseSlot, id: a.ID, tenant: t, label: id.Label(), provider: ai.Provider,
 		model: ai.Model, minute: d.Minute, windowSecs: a.WindowSecs, windowStart: d.WindowStart, est: est.Total,
 		hold: hold, advice: advise(ds, metas, d), tally: tally}
 	tally.attempt()
@@ -265,6 +271,69 @@ func (c *Controller) Admit(ctx context.Context, ai AttemptInfo) (*Permit, *Refus
 		}
 	}
 	return pm, nil
+}
+
+// budgetRefusal answers a decision refused by a budget.
+func (c *Controller) budgetRefusal(ctx context.Context, ai AttemptInfo, a *store.Admission, d *store.Decision, q spend.Quote) *Refusal {
+	c.m.rejected.WithLabelValues(ai.Provider, ReasonBudget).Inc()
+	ra := retryAfter(d.Wait)
+	if r := c.heldByRunning(ctx, a, d); r != nil {
+		return r
+	}
+	if left := a.Budget - d.Spent; left > 0 && !a.HoldRemaining {
+		c.m.skipped.WithLabelValues(ai.Provider, ai.Model, CodeRequestTooCostly).Inc()
+		return tooBig(a, q, left, ra)
+	}
+	return &Refusal{Status: 429, Code: CodeBudget, Type: "insufficient_quota", Scope: ScopeRequest, RetryAfter: ra,
+		Message: fmt.Sprintf("the spend budget of this key is exhausted for its current window (%s of %s USD used); it resets in %d s",
+			spend.FormatUSD(d.Spent), spend.FormatUSD(a.Budget), ra)}
+}
+
+// admitKey decides an issued key's own daily count and budget: the same
+// admission as a tenant's, in the key's ledger (Identity.KeyLedger), with
+// no rate buckets (those are in the tenant's decision). The permit is
+// finished with the tenant's; a refusal says it is the key's own limit.
+func (c *Controller) admitKey(ctx context.Context, ai AttemptInfo, ta *store.Admission, q spend.Quote, hold spend.Hold) (*Permit, *Refusal) {
+	id := ai.Identity
+	a := &store.Admission{Now: ta.Now, ID: newID(ta.Now), Tenant: id.KeyLedger(), Provider: ai.Provider, Model: ai.Model,
+		DailyLimit: limit.Unlimited, EstTokens: ta.EstTokens, WindowSecs: id.KeyBudgetWindowSecs, MaxRetained: ta.MaxRetained}
+	if id.KeyDailyRequests != nil {
+		a.DailyLimit = *id.KeyDailyRequests
+	}
+	if id.KeyBudgetNano != nil {
+		a.Budgeted, a.Budget = true, *id.KeyBudgetNano
+		if q.Priced {
+			a.Hold = q.Amount
+		} else {
+			a.HoldRemaining, hold.Unpriced = true, true
+		}
+	}
+	own := func(r *Refusal) *Refusal {
+		r.Message += " (this key's own limit, not its tenant's)"
+		return r
+	}
+	if a.DailyLimit == 0 {
+		return nil, own(c.dailyRefusal(ai.Provider, 0, 86400*time.Second))
+	}
+	d, err := c.st.Admit(context.WithoutCancel(ctx), a)
+	if err != nil {
+		c.m.rejected.WithLabelValues(ai.Provider, ReasonOverloaded).Inc()
+		return nil, &Refusal{Status: 503, Code: CodeOverloaded, Type: "server_error", Scope: ScopeRequest, RetryAfter: 5,
+			Message: "admission state is unavailable; retry later"}
+	}
+	switch d.Refused {
+	case store.RefusedDaily:
+		return nil, own(c.dailyRefusal(ai.Provider, a.DailyLimit, d.Wait))
+	case store.RefusedBudget:
+		return nil, own(c.budgetRefusal(ctx, ai, a, d, q))
+	case store.RefusedFull:
+		c.m.rejected.WithLabelValues(ai.Provider, ReasonOverloaded).Inc()
+		return nil, &Refusal{Status: 503, Code: CodeOverloaded, Type: "server_error", Scope: ScopeRequest, RetryAfter: 60,
+			Message: "the spend ledger is full (spend.max_retained_attempts); retry later"}
+	}
+	hold.Held = d.Held
+	return &Permit{c: c, quiet: true, id: a.ID, tenant: a.Tenant, label: id.Label(), provider: ai.Provider, model: ai.Model,
+		minute: d.Minute, windowSecs: a.WindowSecs, windowStart: d.WindowStart, est: a.EstTokens, hold: hold}, nil
 }
 
 // heldByRunning is the refusal of a request that would fit the budget if

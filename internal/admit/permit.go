@@ -21,6 +21,11 @@ const settleTimeout = 10 * time.Second
 type Permit struct {
 	c    *Controller
 	noop bool
+	// key is the attempt in the key's own ledger (its daily count and
+	// budget), finished with this one; quiet marks such a permit, whose
+	// moves are not the tenant's spend metrics.
+	key   *Permit
+	quiet bool
 
 	mu      sync.Mutex
 	done    bool
@@ -145,6 +150,7 @@ func (p *Permit) settle(st *store.Settlement) bool {
 // stated cost stays held.
 func (p *Permit) Settle(u Usage) {
 	p.finish(func() {
+		p.key.Settle(u)
 		actual := u.Tokens()
 		st := &store.Settlement{TokenDelta: actual - p.est, Final: true,
 			Tokens: &store.Tokens{Input: u.Input, Output: u.Output, CacheRead: u.CacheRead, CacheWrite: u.CacheWrite, Reasoning: u.Reasoning}}
@@ -181,6 +187,7 @@ func (p *Permit) ended(ok bool, held, charge int64) {
 // its window and the TPM estimate stands.
 func (p *Permit) Keep() {
 	p.finish(func() {
+		p.key.Keep()
 		p.tally.add(Usage{}, 0, p.hold.Held, true)
 		p.end(&store.Settlement{State: store.StateKept, Held: p.hold.Held}, func(bool) {})
 	}, nil)
@@ -193,6 +200,7 @@ func (p *Permit) Keep() {
 // When the error body did report usage or a bill, call Settle instead.
 func (p *Permit) Fail() {
 	p.finish(func() {
+		p.key.Fail()
 		held := p.hold.Held
 		charge := p.hold.Fail()
 		p.hold.Held = 0
@@ -215,6 +223,7 @@ func (p *Permit) Partial(u Usage) {
 	if p.done {
 		return
 	}
+	p.key.Partial(u)
 	before := p.hold
 	raise := p.hold.Partial(u)
 	if raise == 0 {
@@ -224,11 +233,16 @@ func (p *Permit) Partial(u Usage) {
 		p.hold = before
 		return
 	}
-	p.c.m.reserved.WithLabelValues(p.label, p.provider).Add(float64(raise))
+	if !p.quiet {
+		p.c.m.reserved.WithLabelValues(p.label, p.provider).Add(float64(raise))
+	}
 }
 
 // moved records a reservation replaced by a settled amount.
 func (p *Permit) moved(held, charge int64) {
+	if p.quiet {
+		return
+	}
 	if held != 0 {
 		p.c.m.reserved.WithLabelValues(p.label, p.provider).Sub(float64(held))
 	}

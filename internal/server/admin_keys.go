@@ -123,12 +123,16 @@ type keyView struct {
 	Models    []string   `json:"models"`
 	RPM       *int64     `json:"rpm"`
 	TPM       *int64     `json:"tpm"`
-	Source    string     `json:"source"`
-	ReadOnly  bool       `json:"read_only"`
-	Created   *time.Time `json:"created,omitempty"`
-	Updated   *time.Time `json:"updated,omitempty"`
-	Revoked   bool       `json:"revoked"`
-	RevokedAt *time.Time `json:"revoked_at,omitempty"`
+	// The key's own daily count and budget (issued keys; null = none).
+	DailyRequests    *int64     `json:"daily_requests"`
+	BudgetUSD        *float64   `json:"budget_usd"`
+	BudgetWindowSecs *int64     `json:"budget_window_secs"`
+	Source           string     `json:"source"`
+	ReadOnly         bool       `json:"read_only"`
+	Created          *time.Time `json:"created,omitempty"`
+	Updated          *time.Time `json:"updated,omitempty"`
+	Revoked          bool       `json:"revoked"`
+	RevokedAt        *time.Time `json:"revoked_at,omitempty"`
 	// PreviousSecretUntil: after a rotation with a grace, the old secret
 	// works until then.
 	PreviousSecretUntil *time.Time `json:"previous_secret_until,omitempty"`
@@ -145,7 +149,8 @@ func configKeyView(id *tenant.Identity) keyView {
 
 func issuedKeyView(k *admin.Key) keyView {
 	v := keyView{ID: k.ID, Object: "key", Name: k.Name, Tenant: k.Tenant, Role: k.Role, Tier: k.Tier, ExpiresAt: k.ExpiresAt,
-		Models: k.Models, RPM: k.RPM, TPM: k.TPM, Source: tenant.OriginAdmin, Created: &k.Created, Updated: &k.Updated,
+		Models: k.Models, RPM: k.RPM, TPM: k.TPM, DailyRequests: k.DailyRequests,
+		BudgetUSD: k.BudgetUSD, BudgetWindowSecs: k.BudgetWindowSecs, Source: tenant.OriginAdmin, Created: &k.Created, Updated: &k.Updated,
 		Revoked: k.Revoked != nil, RevokedAt: k.Revoked, PreviousSecretUntil: k.PrevUntil}
 	return v
 }

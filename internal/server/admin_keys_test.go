@@ -252,8 +252,10 @@ func TestAdminValidation(t *testing.T) {
 		{"POST", "/admin/v1/keys", `{"name":"k","tenant":"team","rpm":-1}`, 400, "invalid_value", "rpm"},
 		{"POST", "/admin/v1/keys", `{"name":"k","tenant":"team","tpm":1e13}`, 400, "invalid_value", "tpm"},
 		{"POST", "/admin/v1/keys", `{"name":"k","tenant":"team","rpm":"5"}`, 400, "invalid_value", "rpm"},
-		{"POST", "/admin/v1/keys", `{"name":"k","tenant":"team","daily_requests":5}`, 400, "unknown_field", "daily_requests"},
-		{"POST", "/admin/v1/keys", `{"name":"k","tenant":"team","budget_usd":5}`, 400, "unknown_field", "budget_usd"},
+		{"POST", "/admin/v1/keys", `{"name":"k","tenant":"team","daily_requests":2000000000}`, 400, "invalid_value", "daily_requests"},
+		{"POST", "/admin/v1/keys", `{"name":"k","tenant":"team","budget_usd":-1}`, 400, "invalid_value", "budget_usd"},
+		{"POST", "/admin/v1/keys", `{"name":"k","tenant":"team","budget_window_secs":10}`, 400, "invalid_value", "budget_window_secs"},
+		{"POST", "/admin/v1/keys", `{"name":"k","tenant":"team","budget_allow_unpriced":true}`, 400, "unknown_field", "budget_allow_unpriced"},
 		{"POST", "/admin/v1/keys", `{"name":"k"}`, 400, "invalid_value", "tenant"},
 		{"POST", "/admin/v1/keys", `{"name":"k","tenant":"ghost"}`, 400, "invalid_value", "tenant"},
 		{"POST", "/admin/v1/keys", `{"tenant":"team"}`, 400, "invalid_value", "name"},
@@ -304,8 +306,8 @@ func TestAdminValidation(t *testing.T) {
 		}
 	}
 	if a := g.adminCall("PATCH", "/admin/v1/keys/"+gjson.Get(g.adminCall("GET", "/admin/v1/keys", "").Body, `data.#(name=="taken").id`).String(),
-		`{"budget_usd":5}`); !strings.Contains(a.Body, "PATCH /admin/v1/tenants/") {
-		t.Errorf("a budget on a key does not point to the tenant: %s", a.Body)
+		`{"budget_allow_unpriced":true}`); !strings.Contains(a.Body, "PATCH /admin/v1/tenants/") {
+		t.Errorf("budget_allow_unpriced on a key does not point to the tenant: %s", a.Body)
 	}
 	// The admin bound is its own, not limits.max_request_body.
 	if a := g.adminCall("POST", "/admin/v1/tenants", `{"name":"`+strings.Repeat("n", 70<<10)+`"}`); a.Status != 413 ||

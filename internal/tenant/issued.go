@@ -31,8 +31,11 @@ type IssuedKey struct {
 	ExpiresAt     time.Time
 	// Models: nil = every model.
 	Models []string
-	// RPM and TPM: the key's own limits (nil = none beyond its tenant's).
-	RPM, TPM *int64
+	// RPM, TPM, DailyRequests, BudgetUSD and BudgetWindowSecs: the key's
+	// own limits (nil = none beyond its tenant's).
+	RPM, TPM, DailyRequests *int64
+	BudgetUSD               *float64
+	BudgetWindowSecs        *int64
 }
 
 // addIssued adds issued tenants and keys. A key takes its tenant's limits
@@ -70,7 +73,12 @@ func (t *Table) addIssued(is *Issued, byTenant map[string]*Identity) {
 		}
 		id.Tenant, id.Tier, id.Admin, id.Anonymous = k.Tenant, k.Tier, k.Role == config.RoleAdmin, false
 		id.KeyID, id.KeyName, id.Origin, id.ExpiresAt = k.ID, k.Name, OriginAdmin, k.ExpiresAt
-		id.KeyRPM, id.KeyTPM = k.RPM, k.TPM
+		id.KeyRPM, id.KeyTPM, id.KeyDailyRequests = k.RPM, k.TPM, k.DailyRequests
+		ks := config.KeySpec{BudgetUSD: k.BudgetUSD, BudgetWindowSecs: k.BudgetWindowSecs}
+		if n, ok := ks.BudgetNano(); ok {
+			id.KeyBudgetNano = &n
+		}
+		id.KeyBudgetWindowSecs = ks.WindowSecs()
 		if k.Models != nil {
 			id.Models = make(map[string]bool, len(k.Models))
 			for _, m := range k.Models {

@@ -57,6 +57,24 @@ type Identity struct {
 	// KeyRPM and KeyTPM are an issued key's own rate limits, counted per
 	// KeyID in addition to the tenant's; nil = none at the key level.
 	KeyRPM, KeyTPM *int64
+	// KeyDailyRequests and KeyBudgetNano (per KeyBudgetWindowSecs) are an
+	// issued key's own daily count and budget, kept in a ledger of its
+	// own (KeyLedger) in addition to the tenant's; nil = none.
+	KeyDailyRequests    *int64
+	KeyBudgetNano       *int64
+	KeyBudgetWindowSecs int64
+}
+
+// KeyLedger is the name under which a key's own daily count and spend
+// are kept in the admission store, beside the tenants' ledgers. Tenant
+// names cannot contain a line feed (the config and the admin API refuse
+// one), so it never collides with a tenant's.
+func (id *Identity) KeyLedger() string { return "\nkey:" + id.KeyID }
+
+// KeyLedgered reports whether the key has a daily count or budget of its
+// own.
+func (id *Identity) KeyLedgered() bool {
+	return id != nil && id.KeyID != "" && (id.KeyDailyRequests != nil || id.KeyBudgetNano != nil)
 }
 
 // Expired reports whether the key no longer works at now.
