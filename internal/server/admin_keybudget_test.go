@@ -15,13 +15,7 @@ import (
 // its second request of the day while the tenant's other key goes on.
 func TestAdminKeyBudgetAndDaily(t *testing.T) {
 	g := startGateway(t, pricedYAML("auth:\n  keys:\n    sk-ops: {tenant: ops, role: admin}\n"))
-	must := func(a answer, status int) answer {
-		t.Helper()
-		if a.Status != status {
-			t.Fatalf("status %d, want %d: %s", a.Status, status, a.Body)
-		}
-		return a
-	}
+	must := g.must
 	// A request reserves its input bound plus 10 output tokens at 1000
 	// USD per million (0.168 USD) and costs its 10 mock tokens.
 	body := `{"model":"m","max_tokens":10,"messages":[{"role":"user","content":"hi"}]}`

@@ -19,13 +19,7 @@ import (
 func TestAdminKeyLimits(t *testing.T) {
 	clk := clock.NewFake(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
 	g := startGatewayClock(t, adminYAML, clk)
-	must := func(a answer, status int) answer {
-		t.Helper()
-		if a.Status != status {
-			t.Fatalf("status %d, want %d: %s", a.Status, status, a.Body)
-		}
-		return a
-	}
+	must := g.must
 	must(g.adminCall("POST", "/admin/v1/tenants", `{"name":"team","rpm":100}`), 201)
 	a := must(g.adminCall("POST", "/admin/v1/keys", `{"name":"tight","tenant":"team","rpm":2,"tpm":null}`), 201)
 	tight, tightID := gjson.Get(a.Body, "secret").String(), gjson.Get(a.Body, "id").String()

@@ -34,6 +34,15 @@ func (g *gateway) adminCall(method, path, body string) answer {
 	return g.do(req)
 }
 
+// must fails the test unless a has status; it returns a.
+func (g *gateway) must(a answer, status int) answer {
+	g.t.Helper()
+	if a.Status != status {
+		g.t.Fatalf("status %d, want %d: %s", a.Status, status, a.Body)
+	}
+	return a
+}
+
 func chatAs(g *gateway, key, model string) answer {
 	g.t.Helper()
 	return g.post("/v1/chat/completions", `{"model":"`+model+`","messages":[{"role":"user","content":"hi"}]}`, "Authorization", "Bearer "+key)
@@ -46,13 +55,7 @@ func chatAs(g *gateway, key, model string) answer {
 func TestAdminKeyLifecycle(t *testing.T) {
 	clk := clock.NewFake(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
 	g := startGatewayClock(t, adminYAML, clk)
-	must := func(a answer, status int) answer {
-		t.Helper()
-		if a.Status != status {
-			t.Fatalf("status %d, want %d: %s", a.Status, status, a.Body)
-		}
-		return a
-	}
+	must := g.must
 	must(g.adminCall("POST", "/admin/v1/tenants", `{"name":"team","rpm":100,"budget_window_secs":3600}`), 201)
 	a := must(g.adminCall("POST", "/admin/v1/keys", `{"name":"ci","tenant":"team","models":["m"]}`), 201)
 	id, secret := gjson.Get(a.Body, "id").String(), gjson.Get(a.Body, "secret").String()
