@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -131,27 +132,36 @@ auth:
 	}
 	// Each replica's usage rows name the key; their cost, summed over the
 	// fleet, is the ledger's settled spend of its tenant, to the nano-USD.
-	var rows, cost int64
-	for i, g := range fleet {
-		if err := g.UsageLog().Flush(context.Background()); err != nil {
-			t.Fatal(err)
-		}
-		a := g.get("/admin/v1/requests?key="+id, "Authorization", "Bearer sk-ops")
-		for _, r := range gjson.Get(a.Body, "data").Array() {
-			if r.Get("key_id").String() != id || r.Get("tenant").String() != "acme" || r.Get("status").Int() != 200 || r.Get("cost_nano_usd").Int() <= 0 {
-				t.Errorf("replica %d: usage row %s", i+1, r.Raw)
+	// A request's row is queued once all its attempts have ended, which can
+	// be just after its answer, and its settlement lands just after too:
+	// read both until they agree (or 5 s pass).
+	sum := func() (rows, cost int64, bad []string) {
+		for i, g := range fleet {
+			if err := g.UsageLog().Flush(context.Background()); err != nil {
+				t.Fatal(err)
 			}
-			rows++
+			a := g.get("/admin/v1/requests?key="+id, "Authorization", "Bearer sk-ops")
+			for _, r := range gjson.Get(a.Body, "data").Array() {
+				if r.Get("key_id").String() != id || r.Get("tenant").String() != "acme" || r.Get("status").Int() != 200 || r.Get("cost_nano_usd").Int() <= 0 {
+					bad = append(bad, fmt.Sprintf("replica %d: usage row %s", i+1, r.Raw))
+				}
+				rows++
+			}
+			u := g.get("/admin/v1/usage?group_by=key&key="+id, "Authorization", "Bearer sk-ops")
+			cost += gjson.Get(u.Body, "total.cost_nano_usd").Int()
 		}
-		u := g.get("/admin/v1/usage?group_by=key&key="+id, "Authorization", "Bearer sk-ops")
-		cost += gjson.Get(u.Body, "total.cost_nano_usd").Int()
+		return rows, cost, bad
 	}
 	settled := func() int64 {
 		u := fleet[2].get("/v1/usage", "Authorization", "Bearer "+secret)
 		return gjson.Get(u.Body, "spend.settled_nano_usd").Int()
 	}
-	for start := time.Now(); settled() != cost && time.Since(start) < 5*time.Second; {
-		time.Sleep(10 * time.Millisecond) // settlements land just after the answers
+	rows, cost, bad := sum()
+	for start := time.Now(); settled() != cost && time.Since(start) < 5*time.Second; rows, cost, bad = sum() {
+		time.Sleep(10 * time.Millisecond)
+	}
+	for _, b := range bad {
+		t.Error(b)
 	}
 	if rows < 3 || cost <= 0 || settled() != cost {
 		t.Errorf("%d usage rows cost %d nano-USD; the ledger settled %d", rows, cost, settled())
