@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"io"
 	"slices"
+	"time"
 
 	"switchboard/internal/config"
 	"switchboard/internal/limit"
@@ -65,6 +66,19 @@ type UsageView struct {
 	RequestsToday int64      `json:"requests_today"`
 	TokensToday   int64      `json:"tokens_today"`
 	Spend         *SpendView `json:"spend"`
+	// Key is the caller's issued key's own limits, enforced on top of the
+	// tenant's; absent when the key has none.
+	Key *KeyView `json:"key,omitempty"`
+}
+
+// KeyView is an issued key's own standing, in the tenant's shapes: its
+// counters (rpm, tpm, daily_requests) and, when it has a daily count or a
+// budget of its own, its requests and spend in the key's own ledger.
+type KeyView struct {
+	ID            string             `json:"id"`
+	Limits        map[string]Counter `json:"limits,omitempty"`
+	RequestsToday *int64             `json:"requests_today,omitempty"`
+	Spend         *SpendView         `json:"spend,omitempty"`
 }
 
 func counterOf(sn limit.Snapshot) Counter {
@@ -89,6 +103,9 @@ type UsageOptions struct {
 	ByModel bool
 	// Providers adds provider_limits (the caller is an operator).
 	Providers bool
+	// Key adds key: the caller's key's own limits. Off for the views of a
+	// tenant, whose identity is one of its keys.
+	Key bool
 }
 
 // Usage reads where the caller stands. It never reserves or debits.
@@ -167,24 +184,103 @@ func (c *Controller) Usage(ctx context.Context, id *tenant.Identity, o UsageOpti
 		if v.Limits == nil {
 			v.Limits = map[string]Counter{}
 		}
-		dc := Counter{Limit: *id.DailyRequests, Remaining: max(*id.DailyRequests-r.Requests, 0)}
-		if r.Requests > 0 {
-			dc.Reset = resetSecs(store.DailyExpiry(r.OldestMinute).Sub(now), 86400)
-		}
-		v.Limits["daily_requests"] = dc
+		v.Limits["daily_requests"] = dailyCounter(*id.DailyRequests, r, now)
 	}
-	sv := &SpendView{WindowSecs: win, WindowStart: r.WindowStart, WindowEnd: r.WindowEnd,
-		ReservedUSD: *usd(r.Reserved), SettledUSD: *usd(r.Settled), ReservedNano: r.Reserved, SettledNano: r.Settled}
+	var b *int64
 	if id.Budgeted() {
-		b := *id.BudgetNano
-		rem := max(b-r.Reserved-r.Settled, 0)
-		sv.BudgetNano, sv.RemainingNano, sv.BudgetUSD, sv.RemainingUSD = &b, &rem, usd(b), usd(rem)
+		b = id.BudgetNano
 	}
-	v.Spend = sv
+	v.Spend = ledgerSpend(r, win, b)
 	if o.Advisory {
 		v.RateLimits = ownPerRoute(s, v.Limits, o.ByModel)
 	}
+	if o.Key {
+		if v.Key, err = c.keyUsage(ctx, s, id, now); err != nil {
+			return nil, err
+		}
+	}
 	return v, nil
+}
+
+// KeyUsage reads an issued key's own standing (nil when the key has no
+// limits of its own), for the operator's overview. It never reserves or
+// debits.
+func (c *Controller) KeyUsage(ctx context.Context, id *tenant.Identity) (*KeyView, error) {
+	s := c.snap.Load()
+	if s == nil {
+		return nil, nil
+	}
+	return c.keyUsage(ctx, s, id, c.clk.Now())
+}
+
+// keyUsage reads the key's own rate buckets ("k:<id>:…", as debits names
+// them) and its own ledger (Identity.KeyLedger); nil when it has none.
+func (c *Controller) keyUsage(ctx context.Context, s *snapshot, id *tenant.Identity, now time.Time) (*KeyView, error) {
+	// Key rate buckets are only debited for a tenant's key (see debits).
+	rated := id != nil && tenantOf(id) != "" && (id.KeyRPM != nil || id.KeyTPM != nil)
+	if !rated && !id.KeyLedgered() {
+		return nil, nil
+	}
+	kv := &KeyView{ID: id.KeyID, Limits: map[string]Counter{}}
+	if rated {
+		kr := windowed(rates{rateOf(id.KeyRPM), rateOf(id.KeyTPM)}, s.cfg.Limits.Window)
+		var names []string
+		var ds []limit.Debit
+		for _, x := range []struct {
+			name string
+			v    *int64
+			r    limit.Rate
+		}{{"rpm", id.KeyRPM, kr.rpm}, {"tpm", id.KeyTPM, kr.tpm}} {
+			if x.v != nil {
+				ds = append(ds, limit.Debit{Key: "k:" + id.KeyID + ":" + x.name, Rate: x.r})
+				names = append(names, x.name)
+			}
+		}
+		snaps, err := c.st.Peek(ctx, now, ds)
+		if err != nil {
+			return nil, err
+		}
+		for i, n := range names {
+			kv.Limits[n] = counterOf(snaps[i])
+		}
+	}
+	if id.KeyLedgered() {
+		win := id.KeyBudgetWindowSecs
+		if win <= 0 {
+			win = config.DefaultBudgetWindowSecs
+		}
+		r, err := c.st.Usage(ctx, store.UsageQuery{Now: now, Tenant: id.KeyLedger(), WindowSecs: win})
+		if err != nil {
+			return nil, err
+		}
+		if id.KeyDailyRequests != nil {
+			kv.Limits["daily_requests"] = dailyCounter(*id.KeyDailyRequests, r, now)
+		}
+		kv.RequestsToday = &r.Requests
+		kv.Spend = ledgerSpend(r, win, id.KeyBudgetNano)
+	}
+	return kv, nil
+}
+
+// dailyCounter is a daily_requests counter from a ledger's usage.
+func dailyCounter(lim int64, r *store.UsageReport, now time.Time) Counter {
+	dc := Counter{Limit: lim, Remaining: max(lim-r.Requests, 0)}
+	if r.Requests > 0 {
+		dc.Reset = resetSecs(store.DailyExpiry(r.OldestMinute).Sub(now), 86400)
+	}
+	return dc
+}
+
+// ledgerSpend is a ledger's spend in its window against budget (nil: none).
+func ledgerSpend(r *store.UsageReport, win int64, budget *int64) *SpendView {
+	sv := &SpendView{WindowSecs: win, WindowStart: r.WindowStart, WindowEnd: r.WindowEnd,
+		ReservedUSD: *usd(r.Reserved), SettledUSD: *usd(r.Settled), ReservedNano: r.Reserved, SettledNano: r.Settled}
+	if budget != nil {
+		b := *budget
+		rem := max(b-r.Reserved-r.Settled, 0)
+		sv.BudgetNano, sv.RemainingNano, sv.BudgetUSD, sv.RemainingUSD = &b, &rem, usd(b), usd(rem)
+	}
+	return sv
 }
 
 // ownPerRoute maps at most 32 providers (by name; or, byModel, the

@@ -37,6 +37,11 @@ type overviewKey struct {
 	// Requests and CostNano over the last 24 h, from the usage log.
 	Requests int64 `json:"requests_24h"`
 	CostNano int64 `json:"cost_nano_usd_24h"`
+	// Limits and Spend: the key's own limits (with what remains) and
+	// budget used, in its own ledger, as /v1/usage's key; absent when the
+	// key has none.
+	Limits map[string]admit.Counter `json:"limits,omitempty"`
+	Spend  *admit.SpendView         `json:"spend,omitempty"`
 }
 
 type overviewTenant struct {
@@ -98,6 +103,22 @@ func (s *Server) handleAdminOverview(w http.ResponseWriter, r *http.Request) {
 		// Stable: equal cost keeps the key table's order.
 		slices.SortStableFunc(keys, func(a, b overviewKey) int { return cmp.Compare(b.CostNano, a.CostNano) })
 		keys = keys[:maxOverviewKeys]
+	}
+	if t := s.Admission.Keys(); t != nil {
+		byID := make(map[string]int, len(keys))
+		for i, k := range keys {
+			byID[k.ID] = i
+		}
+		for _, id := range t.Keys() {
+			i, ok := byID[id.KeyID]
+			if !ok {
+				continue
+			}
+			// The store is down: the key's own part is left out, as a tenant is.
+			if kv, err := s.Admission.KeyUsage(ctx, id); err == nil && kv != nil {
+				keys[i].Limits, keys[i].Spend = kv.Limits, kv.Spend
+			}
+		}
 	}
 	all := s.Admission.Tenants()
 	tenants := []overviewTenant{}

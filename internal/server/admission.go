@@ -46,7 +46,7 @@ func (s *Server) handleUsage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	v, err := s.Admission.Usage(r.Context(), id, admit.UsageOptions{Advisory: snap.advisory, Providers: tenant.Operator(id),
-		ByModel: !tenant.Operator(id)})
+		ByModel: !tenant.Operator(id), Key: true})
 	if err != nil {
 		// The store's error names its address: the log has it.
 		s.Log.WarnContext(r.Context(), "usage unavailable", "error", err.Error())
