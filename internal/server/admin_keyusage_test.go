@@ -1,6 +1,7 @@
 package server
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -62,5 +63,11 @@ func TestKeyUsageShown(t *testing.T) {
 	}
 	if p := gjson.Get(o, `keys.#(id=="`+plainID+`")`); !p.Exists() || p.Get("limits").Exists() || p.Get("spend").Exists() {
 		t.Errorf("overview row of the plain key: %s", p.Raw)
+	}
+	// The /admin page shows the key's own limits in its row.
+	bin := chromiumBin(t)
+	if dom := chromiumDOM(t, bin, g.URL+"/admin#token=sk-ops"); !strings.Contains(dom, `data-key-limits="`+cappedID+`"`) ||
+		!strings.Contains(dom, "rpm 1 of 2 left") || !strings.Contains(dom, "of $3.00") {
+		t.Errorf("the admin page lacks the key's own limits")
 	}
 }
