@@ -122,6 +122,7 @@ pricing:
   dear: {dear-model: {input: 10, output: 30}}
   cheap: {cheap-model: {input: 0.1, output: 0.4}}
 retries: {max_attempts: 1, max_rounds: 1}
+performance: {probe_interval: 100000} # a background probe must not take cheap's scripted fault
 `)
 	if got := servedBy(t, g, chatBody, 3); got["cheap"] != 3 {
 		t.Fatalf("served %v, want cheap", got)
