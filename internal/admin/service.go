@@ -129,6 +129,23 @@ func notFound(what, id string) *Error {
 	return &Error{Status: http.StatusNotFound, Code: "not_found", Message: fmt.Sprintf("no %s %q", what, id)}
 }
 
+// revokedIssueNew is the refusal of a change to a revoked key.
+const revokedIssueNew = "key %s was revoked at %s; issue a new one"
+
+// liveKey is a copy of key id for a change to build on: an unknown key is
+// 404 and a revoked one 409 (revokedFormat takes the id and the time).
+func liveKey(st *State, id, revokedFormat string) (*Key, error) {
+	old := st.Keys[id]
+	if old == nil {
+		return nil, notFound("key", id)
+	}
+	if old.Revoked != nil {
+		return nil, conflict("revoked", "", revokedFormat, id, old.Revoked.Format(time.RFC3339))
+	}
+	k := *old
+	return &k, nil
+}
+
 func conflict(code, param, format string, args ...any) *Error {
 	return &Error{Status: http.StatusConflict, Code: code, Param: param, Message: fmt.Sprintf(format, args...)}
 }
@@ -313,22 +330,18 @@ func (s *Service) UpdateKey(ctx context.Context, actor string, env *Env, id stri
 	now := s.Clock.Now().UTC()
 	var out *Key
 	err := s.update(ctx, func(st *State) (*Change, error) {
-		old := st.Keys[id]
-		if old == nil {
-			return nil, notFound("key", id)
-		}
-		if old.Revoked != nil {
-			return nil, conflict("revoked", "", "key %s was revoked at %s; issue a new one", id, old.Revoked.Format(time.RFC3339))
-		}
-		k := *old
-		k.apply(&f, p)
-		k.Updated = now
-		if err := s.checkKey(st, env, &k, now, p.Has("expires_at")); err != nil {
+		k, err := liveKey(st, id, revokedIssueNew)
+		if err != nil {
 			return nil, err
 		}
-		out = &k
-		return &Change{PutKeys: []*Key{&k}, Audit: AuditEntry{At: now, Actor: actor, Action: ActionKeyUpdate, Target: id,
-			Fields: keyAuditFields(&k, p.Has)}}, nil
+		k.apply(&f, p)
+		k.Updated = now
+		if err := s.checkKey(st, env, k, now, p.Has("expires_at")); err != nil {
+			return nil, err
+		}
+		out = k
+		return &Change{PutKeys: []*Key{k}, Audit: AuditEntry{At: now, Actor: actor, Action: ActionKeyUpdate, Target: id,
+			Fields: keyAuditFields(k, p.Has)}}, nil
 	})
 	return out, err
 }
@@ -338,17 +351,13 @@ func (s *Service) RevokeKey(ctx context.Context, actor, id string) (*Key, error)
 	now := s.Clock.Now().UTC()
 	var out *Key
 	err := s.update(ctx, func(st *State) (*Change, error) {
-		old := st.Keys[id]
-		if old == nil {
-			return nil, notFound("key", id)
+		k, err := liveKey(st, id, "key %s was revoked already at %s")
+		if err != nil {
+			return nil, err
 		}
-		if old.Revoked != nil {
-			return nil, conflict("revoked", "", "key %s was revoked already at %s", id, old.Revoked.Format(time.RFC3339))
-		}
-		k := *old
 		k.Revoked, k.Updated, k.PrevDigest, k.PrevUntil = &now, now, "", nil
-		out = &k
-		return &Change{PutKeys: []*Key{&k}, Audit: AuditEntry{At: now, Actor: actor, Action: ActionKeyRevoke, Target: id}}, nil
+		out = k
+		return &Change{PutKeys: []*Key{k}, Audit: AuditEntry{At: now, Actor: actor, Action: ActionKeyRevoke, Target: id}}, nil
 	})
 	return out, err
 }
@@ -371,28 +380,25 @@ func (s *Service) RotateKey(ctx context.Context, actor, id string, body []byte) 
 	secret := newSecret()
 	var out *Key
 	err := s.update(ctx, func(st *State) (*Change, error) {
-		old := st.Keys[id]
-		if old == nil {
-			return nil, notFound("key", id)
-		}
-		if old.Revoked != nil {
-			return nil, conflict("revoked", "", "key %s was revoked at %s; issue a new one", id, old.Revoked.Format(time.RFC3339))
+		k, err := liveKey(st, id, revokedIssueNew)
+		if err != nil {
+			return nil, err
 		}
 		// A new secret on an expired key would not work either: refuse
 		// rather than hand out a dead secret.
-		if old.ExpiresAt != nil && !old.ExpiresAt.After(now) {
+		if k.ExpiresAt != nil && !k.ExpiresAt.After(now) {
 			return nil, conflict("expired", "expires_at", "key %s expired at %s; set a new expires_at first (PATCH /admin/v1/keys/%s), then rotate",
-				id, old.ExpiresAt.UTC().Format(time.RFC3339), id)
+				id, k.ExpiresAt.UTC().Format(time.RFC3339), id)
 		}
-		k := *old
+		prev := k.Digest
 		k.PrevDigest, k.PrevUntil = "", nil
 		if grace > 0 {
 			until := now.Add(time.Duration(grace) * time.Second)
-			k.PrevDigest, k.PrevUntil = old.Digest, &until
+			k.PrevDigest, k.PrevUntil = prev, &until
 		}
 		k.Digest, k.Updated = digestHex(secret), now
-		out = &k
-		return &Change{PutKeys: []*Key{&k}, Audit: AuditEntry{At: now, Actor: actor, Action: ActionKeyRotate, Target: id,
+		out = k
+		return &Change{PutKeys: []*Key{k}, Audit: AuditEntry{At: now, Actor: actor, Action: ActionKeyRotate, Target: id,
 			Fields: map[string]any{"grace_seconds": grace}}}, nil
 	})
 	if err != nil {
