@@ -69,7 +69,14 @@ func watch(ctx context.Context, path string, last []byte, poll time.Duration, lo
 			settle = nil
 			check()
 		case <-tick:
-			check()
+			// A poll can land between a writer's truncate and its write;
+			// a change seen by polling waits for quiet like an event does,
+			// so one save is one reload, not an empty read and then another.
+			if settle == nil {
+				if d := digest(path); d != nil && !bytes.Equal(d, last) {
+					settle = time.After(100 * time.Millisecond)
+				}
+			}
 		}
 	}
 }
