@@ -17,6 +17,7 @@ const (
 	redisKeys    = redisPrefix + "keys"    // hash: id → Key JSON
 	redisTenants = redisPrefix + "tenants" // hash: name → Tenant JSON
 	redisAudit   = redisPrefix + "audit"   // sorted set: Seq → AuditEntry JSON
+	redisEpoch   = redisPrefix + "epoch"   // random, set by the first change: one life of the records
 	// RedisChannel carries the new version after every change.
 	RedisChannel = redisPrefix + "changed"
 )
@@ -26,7 +27,10 @@ const (
 // records, the audit row and the version bump; EXEC applies all of it or,
 // when another replica changed the version meanwhile, nothing (and the
 // change runs again on the new state).
-type Redis struct{ c *redis.Client }
+type Redis struct {
+	c    *redis.Client
+	memo memo
+}
 
 // NewRedis uses c (its timeouts bound every command).
 func NewRedis(c *redis.Client) *Redis { return &Redis{c: c} }
@@ -35,10 +39,17 @@ func NewRedis(c *redis.Client) *Redis { return &Redis{c: c} }
 const updateTries = 64
 
 func (r *Redis) Load(ctx context.Context) (*State, error) {
-	var st *State
+	v, epoch, err := r.stamp(ctx, r.c)
+	if err != nil {
+		return nil, err
+	}
+	if st := r.memo.at(v, epoch); st != nil {
+		return st, nil
+	}
 	// Read in one MULTI so that the version matches the records.
 	cmds, err := r.c.TxPipelined(ctx, func(p redis.Pipeliner) error {
 		p.Get(ctx, redisVersion)
+		p.Get(ctx, redisEpoch)
 		p.HGetAll(ctx, redisKeys)
 		p.HGetAll(ctx, redisTenants)
 		return nil
@@ -46,8 +57,54 @@ func (r *Redis) Load(ctx context.Context) (*State, error) {
 	if err != nil && !errors.Is(err, redis.Nil) {
 		return nil, err
 	}
-	st, err = stateOf(cmds[0].(*redis.StringCmd), cmds[1].(*redis.MapStringStringCmd), cmds[2].(*redis.MapStringStringCmd))
-	return st, err
+	st, err := stateOf(cmds[0].(*redis.StringCmd), cmds[2].(*redis.MapStringStringCmd), cmds[3].(*redis.MapStringStringCmd))
+	if err != nil {
+		return nil, err
+	}
+	if epoch, err = epochOf(cmds[1].(*redis.StringCmd)); err != nil {
+		return nil, err
+	}
+	r.memo.keep(st, epoch)
+	return st, nil
+}
+
+// stamp reads the version and the epoch ("" before the first change).
+func (r *Redis) stamp(ctx context.Context, c redis.Cmdable) (int64, string, error) {
+	vals, err := c.MGet(ctx, redisVersion, redisEpoch).Result()
+	if err != nil {
+		return 0, "", err
+	}
+	var v int64
+	if s, ok := vals[0].(string); ok {
+		if v, err = strconv.ParseInt(s, 10, 64); err != nil {
+			return 0, "", fmt.Errorf("admin version: %w", err)
+		}
+	}
+	epoch, _ := vals[1].(string)
+	return v, epoch, nil
+}
+
+func epochOf(c *redis.StringCmd) (string, error) {
+	e, err := c.Result()
+	if errors.Is(err, redis.Nil) {
+		return "", nil
+	}
+	return e, err
+}
+
+// watched reads the state inside a WATCH of the version and the epoch:
+// the memo's when it is that version, else every record (EXEC then fails
+// should anyone change them before it).
+func (r *Redis) watched(ctx context.Context, tx *redis.Tx) (*State, string, error) {
+	v, epoch, err := r.stamp(ctx, tx)
+	if err != nil {
+		return nil, "", err
+	}
+	if st := r.memo.at(v, epoch); st != nil {
+		return st, epoch, nil
+	}
+	st, err := stateOf(tx.Get(ctx, redisVersion), tx.HGetAll(ctx, redisKeys), tx.HGetAll(ctx, redisTenants))
+	return st, epoch, err
 }
 
 func stateOf(ver *redis.StringCmd, keys, tenants *redis.MapStringStringCmd) (*State, error) {
@@ -92,14 +149,22 @@ func (r *Redis) Version(ctx context.Context) (int64, error) {
 func (r *Redis) Update(ctx context.Context, fn func(*State) (*Change, error)) (int64, error) {
 	for range updateTries {
 		var v int64
+		var kept *State
+		var change *Change
+		var epoch string
 		err := r.c.Watch(ctx, func(tx *redis.Tx) error {
-			st, err := stateOf(tx.Get(ctx, redisVersion), tx.HGetAll(ctx, redisKeys), tx.HGetAll(ctx, redisTenants))
+			st, e, err := r.watched(ctx, tx)
 			if err != nil {
 				return err
 			}
 			ch, err := fn(st)
 			if err != nil {
 				return err
+			}
+			kept, change, epoch = st, ch, e
+			newEpoch := epoch == ""
+			if newEpoch {
+				epoch = randomHex(8)
 			}
 			v = st.Version + 1
 			a := ch.Audit
@@ -120,17 +185,21 @@ func (r *Redis) Update(ctx context.Context, fn func(*State) (*Change, error)) (i
 				p.ZAdd(ctx, redisAudit, redis.Z{Score: float64(v), Member: ab})
 				p.ZRemRangeByRank(ctx, redisAudit, 0, -AuditMax-1)
 				p.Set(ctx, redisVersion, v, 0)
+				if newEpoch {
+					p.Set(ctx, redisEpoch, epoch, 0)
+				}
 				p.Publish(ctx, RedisChannel, strconv.FormatInt(v, 10))
 				return nil
 			})
 			return err
-		}, redisVersion)
+		}, redisVersion, redisEpoch)
 		if errors.Is(err, redis.TxFailedErr) {
 			continue // another replica's change won: decide again
 		}
 		if err != nil {
 			return 0, err
 		}
+		r.memo.keep(kept.after(change, v), epoch)
 		return v, nil
 	}
 	return 0, ErrConflict

@@ -24,7 +24,10 @@ INSERT OR IGNORE INTO admin_version (one, v) VALUES (1, 0);`
 // SQLite keeps the records in tables of a SQLite database: the store's
 // file (its connection runs transactions as BEGIN IMMEDIATE), or an
 // in-memory one. Only this process writes it.
-type SQLite struct{ db *sql.DB }
+type SQLite struct {
+	db   *sql.DB
+	memo memo
+}
 
 // NewSQLite creates the tables if needed.
 func NewSQLite(db *sql.DB) (*SQLite, error) {
@@ -100,7 +103,24 @@ func scanRecs(ctx context.Context, q querier, query string, each func([]byte) er
 	return rows.Err()
 }
 
-func (s *SQLite) Load(ctx context.Context) (*State, error) { return loadSQL(ctx, s.db) }
+func (s *SQLite) Load(ctx context.Context) (*State, error) { return s.load(ctx, s.db) }
+
+// load reads the version, then every record unless the memo holds that
+// version.
+func (s *SQLite) load(ctx context.Context, q querier) (*State, error) {
+	var v int64
+	if err := q.QueryRowContext(ctx, `SELECT v FROM admin_version WHERE one = 1`).Scan(&v); err != nil {
+		return nil, err
+	}
+	if st := s.memo.at(v, ""); st != nil {
+		return st, nil
+	}
+	st, err := loadSQL(ctx, q)
+	if err == nil {
+		s.memo.keep(st, "")
+	}
+	return st, err
+}
 
 func (s *SQLite) Version(ctx context.Context) (int64, error) {
 	var v int64
@@ -116,7 +136,7 @@ func (s *SQLite) Update(ctx context.Context, fn func(*State) (*Change, error)) (
 		return 0, err
 	}
 	defer func() { _ = tx.Rollback() }() // a no-op after Commit
-	st, err := loadSQL(ctx, tx)
+	st, err := s.load(ctx, tx)
 	if err != nil {
 		return 0, err
 	}
@@ -154,7 +174,11 @@ func (s *SQLite) Update(ctx context.Context, fn func(*State) (*Change, error)) (
 	if _, err := tx.ExecContext(ctx, `UPDATE admin_version SET v = ? WHERE one = 1`, v); err != nil {
 		return 0, err
 	}
-	return v, tx.Commit()
+	if err := tx.Commit(); err != nil {
+		return 0, err
+	}
+	s.memo.keep(st.after(ch, v), "")
+	return v, nil
 }
 
 func (s *SQLite) Audit(ctx context.Context, q AuditQuery) ([]AuditEntry, error) {
