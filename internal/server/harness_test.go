@@ -108,7 +108,15 @@ func (g *gateway) get(path string, headers ...string) answer {
 
 func (g *gateway) do(req *http.Request) answer {
 	g.t.Helper()
-	c := &http.Client{Timeout: 20 * time.Second}
+	c := &http.Client{Timeout: 20 * time.Second, Transport: expectTransport}
+	if req.ContentLength > 32<<10 {
+		// As curl does for large bodies: a refusal (413, 401) then comes
+		// before the body is sent. Without it, a client descheduled for
+		// the server's 500 ms lingering close (under -race on a loaded
+		// machine) was still writing when the closed connection reset,
+		// and saw "connection reset by peer" instead of the answer.
+		req.Header.Set("Expect", "100-continue")
+	}
 	resp, err := c.Do(req)
 	if err != nil {
 		g.t.Fatalf("%s %s: %v", req.Method, req.URL.Path, err)
@@ -117,6 +125,13 @@ func (g *gateway) do(req *http.Request) answer {
 	b, _ := io.ReadAll(resp.Body)
 	return answer{resp.StatusCode, resp.Header, string(b)}
 }
+
+// expectTransport waits long for a 100 Continue (the default is 1 s).
+var expectTransport = func() *http.Transport {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.ExpectContinueTimeout = 10 * time.Second
+	return t
+}()
 
 // mockYAML is a one-model config over mock providers named in order.
 func mockYAML(model string, providers ...string) string {
