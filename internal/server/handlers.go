@@ -447,24 +447,30 @@ func (s *Server) prepare(w http.ResponseWriter, r *http.Request, proto Protocol)
 	body, aerr := readBody(r, w, snap.Config.Limits.MaxRequestBody, snap.Config.Limits.BodyTimeout.D())
 	if aerr != nil {
 		writeError(w, proto, aerr)
+		s.refusedUsage(r, id, "", false, aerr.Status)
 		return nil
 	}
 	model, stream, aerr := inspectBody(body)
 	if aerr != nil {
 		writeError(w, proto, aerr)
+		s.refusedUsage(r, id, model, stream, aerr.Status)
 		return nil
 	}
 	release, ref := s.Admission.Enter(r.Context(), id)
 	if ref != nil {
+		status := statusClientClosed
 		if ref.Code != "canceled" {
 			s.writeRefusal(w, proto, id, ref)
+			status = ref.Status
 		}
+		s.refusedUsage(r, id, model, stream, status)
 		return nil
 	}
 	rt := snap.Routes.Lookup(model)
 	if rt == nil || !id.MayUse(rt.Model.Name) {
 		release()
 		writeError(w, proto, modelNotFound(model))
+		s.refusedUsage(r, id, model, stream, http.StatusNotFound)
 		return nil
 	}
 	return &incoming{snap: snap, id: id, body: body, model: model, stream: stream, rt: rt, release: release}

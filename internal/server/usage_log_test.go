@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -451,5 +452,43 @@ func TestUsageRowUnpriced(t *testing.T) {
 	g2, err := ul.DB().Summarize(context.Background(), usagelog.Filter{}, []string{"tenant"})
 	if err != nil || g2[0].Unpriced != 1 {
 		t.Fatalf("%+v %v", g2, err)
+	}
+}
+
+// TestUsageRowForRefusals: a key's requests refused before they are served
+// (invalid JSON, an unknown model, a body over the limit) are rows too,
+// under the key, with the status it got and no attempt or cost; a request
+// without a valid key is no row (there is no tenant to log it under).
+func TestUsageRowForRefusals(t *testing.T) {
+	g, _, ul := usageGateway(t, mockYAML("m", "a")+"limits: {max_request_body: 2048}\nauth: {keys: {k: {tenant: acme}}}\n")
+	tests := []struct {
+		body        string
+		key         string
+		status      int
+		model, path string
+	}{
+		{`{"model":"m",`, "k", 400, "", "/v1/chat/completions"},
+		{`{"model":"ghost","messages":[]}`, "k", 404, "ghost", "/v1/chat/completions"},
+		{`{"model":"m","stream":true,"max_tokens":5,"messages":[{"role":"user","content":"` + strings.Repeat("x", 4096) + `"}]}`, "k", 413, "", "/v1/messages"},
+		{`{"model":"m","messages":[]}`, "wrong", 401, "", "/v1/chat/completions"},
+	}
+	for _, tt := range tests {
+		if a := g.post(tt.path, tt.body, "Authorization", "Bearer "+tt.key); a.Status != tt.status {
+			t.Fatalf("%s: %d %s", tt.body[:min(len(tt.body), 40)], a.Status, a.Body)
+		}
+	}
+	waitRows(t, ul, 3)
+	rows, _, err := ul.DB().List(context.Background(), usagelog.Filter{}, 0, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.SortFunc(rows, func(a, b usagelog.Row) int { return a.Status - b.Status })
+	for i, r := range rows {
+		tt := tests[i] // the refused ones are in status order
+		wantEP := strings.TrimPrefix(tt.path, "/v1/")
+		if r.Tenant != "acme" || r.KeyID == "" || r.Status != tt.status || r.Model != tt.model || r.Endpoint != wantEP ||
+			r.Attempts != 0 || r.CostNano != 0 || r.Provider != "" || r.RequestID == "" {
+			t.Errorf("row %d: %+v, want status %d model %q endpoint %s", i, r, tt.status, tt.model, wantEP)
+		}
 	}
 }

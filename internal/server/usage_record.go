@@ -3,10 +3,12 @@ package server
 import (
 	"context"
 	"net/http"
+	"strings"
 
 	"switchboard/internal/admit"
 	"switchboard/internal/provider"
 	"switchboard/internal/proxy"
+	"switchboard/internal/tenant"
 	"switchboard/internal/usagelog"
 )
 
@@ -28,8 +30,7 @@ type usageRecord struct {
 type usageRecordKey struct{}
 
 // beginUsage starts the row of an accepted request (authenticated, body
-// checked, model known; refusals before that are in the access log and
-// metrics, not here). It returns the writer and request to serve with; u
+// checked, model known; see refusedUsage for the refusals before that). It returns the writer and request to serve with; u
 // is nil when the usage log is off.
 func (s *Server) beginUsage(w http.ResponseWriter, r *http.Request, in *incoming, ep provider.Endpoint) (http.ResponseWriter, *http.Request, *usageRecord) {
 	if s.UsageLog() == nil {
@@ -43,6 +44,24 @@ func (s *Server) beginUsage(w http.ResponseWriter, r *http.Request, in *incoming
 	}
 	ctx := context.WithValue(admit.WithTally(r.Context(), &u.tally), usageRecordKey{}, u)
 	return u.w, r.WithContext(ctx), u
+}
+
+// refusedUsage records the row of an authenticated request refused
+// before it was served (unreadable or invalid body, the preparation slot,
+// an unknown or forbidden model): no attempts, no cost, but the operator
+// sees which key sends what. A request without a valid key has no tenant
+// to log it under; the access log and metrics count it.
+func (s *Server) refusedUsage(r *http.Request, id *tenant.Identity, model string, stream bool, status int) {
+	l := s.UsageLog()
+	if l == nil {
+		return
+	}
+	row := usagelog.Row{Time: s.Clock.Now(), RequestID: RequestID(r.Context()), Tenant: id.Label(), Model: shown(model),
+		Endpoint: strings.TrimPrefix(r.URL.Path, "/v1/"), Stream: stream, Status: status}
+	if id != nil {
+		row.KeyID = id.KeyID
+	}
+	l.Record(row)
 }
 
 // endUsage records the row once every attempt of the request has ended
