@@ -270,7 +270,7 @@ func (r *race) censored() {
 		return
 	}
 	waited := r.p.Clock.Now().Sub(r.began)
-	r.p.Stats.Record(r.c.Route.Model.Name, r.sides[0].cand.Provider, route.Sample{TTFT: waited.Seconds()})
+	r.p.Stats.Record(r.c.Route.Model.Name, r.sides[0].cand.Provider, route.Sample{TTFT: waited.Seconds(), Censored: true})
 }
 
 // wasted counts what a losing side cost: the tokens a late answer

@@ -22,6 +22,9 @@ type Sample struct {
 	TPS    float64   `json:"tps"`
 	Tokens int       `json:"tokens"`
 	TS     time.Time `json:"ts"`
+	// Censored: TTFT is only a lower bound, the time the attempt had
+	// waited when a hedge beat it and it was cancelled.
+	Censored bool
 }
 
 // Stats keeps per-model, per-provider samples and each model's active
@@ -267,12 +270,15 @@ type sampleJSON struct {
 	TPS    float64   `json:"tps"`
 	Tokens int       `json:"tokens"`
 	TS     time.Time `json:"ts"`
+	// Censored is omitted when false (files written before it read as
+	// measured).
+	Censored bool `json:"censored,omitempty"`
 }
 
 // MarshalJSON writes a failed probe's infinite TTFT as null (JSON has no
 // infinity).
 func (s Sample) MarshalJSON() ([]byte, error) {
-	j := sampleJSON{TPS: s.TPS, Tokens: s.Tokens, TS: s.TS}
+	j := sampleJSON{TPS: s.TPS, Tokens: s.Tokens, TS: s.TS, Censored: s.Censored}
 	if !math.IsInf(s.TTFT, 0) && !math.IsNaN(s.TTFT) {
 		t := s.TTFT
 		j.TTFT = &t
@@ -289,7 +295,7 @@ func (s *Sample) UnmarshalJSON(b []byte) error {
 	if err := json.Unmarshal(b, &j); err != nil {
 		return err
 	}
-	*s = Sample{TTFT: math.Inf(1), TPS: j.TPS, Tokens: j.Tokens, TS: j.TS}
+	*s = Sample{TTFT: math.Inf(1), TPS: j.TPS, Tokens: j.Tokens, TS: j.TS, Censored: j.Censored}
 	if j.TTFT != nil {
 		s.TTFT = *j.TTFT
 	}
