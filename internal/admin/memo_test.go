@@ -8,6 +8,7 @@ import (
 
 	"switchboard/internal/queue"
 	"switchboard/internal/store/redistest"
+	"switchboard/internal/tenant"
 )
 
 // TestReplicasNeverServeAStaleMemo: two replicas share one Redis and each
@@ -72,5 +73,39 @@ func TestReplicasNeverServeAStaleMemo(t *testing.T) {
 	}
 	if _, err := sb.CreateKey(ctx, "b", env, []byte(`{"name":"a0","tenant":"cfg-team"}`)); err != nil {
 		t.Fatalf("a0 is free again after the loss, yet: %v", err)
+	}
+}
+
+// TestLostRecordsKeepAuthOn: a replica that saw issued keys keeps /v1
+// closed when the store loses them (Redis flushed or restarted without
+// persistence): an empty store must not read as "auth was never on".
+func TestLostRecordsKeepAuthOn(t *testing.T) {
+	rs := redistest.Start(t)
+	c, err := queue.Dial(rs.URL, 5*time.Second, 5*time.Second, 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	var got *tenant.Issued
+	svc := service(NewRedis(c), func(is *tenant.Issued) { got = is })
+	ctx := context.Background()
+	is, err := svc.CreateKey(ctx, "a", env, []byte(`{"name":"k","tenant":"cfg-team"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := svc.RevokeKey(ctx, "a", is.Key.ID); err != nil {
+		t.Fatal(err)
+	}
+	if !got.Recorded || !tenant.Compile(nilAuth(), got).Enabled() {
+		t.Fatal("revoking the last key turned auth off")
+	}
+	if err := c.FlushAll(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := svc.Refresh(ctx, false); err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Keys) != 0 || !got.Recorded || !tenant.Compile(nilAuth(), got).Enabled() {
+		t.Fatalf("after the store lost its records: %d keys, recorded %v: auth is off", len(got.Keys), got.Recorded)
 	}
 }

@@ -40,6 +40,12 @@ type Service struct {
 
 	mu     sync.Mutex // serialises refreshes
 	served atomic.Int64
+	// recorded: this process has seen issued key records. It stays set
+	// when they vanish (a Redis restarted without persistence, a flush),
+	// so that losing the records never turns auth off for /v1: issuing
+	// the first key turned it on, and only an operator turns it off.
+	recorded bool
+	lost     bool // logged that the records vanished
 }
 
 // Refresh loads the records and applies them when their version is not
@@ -60,8 +66,23 @@ func (s *Service) Refresh(ctx context.Context, force bool) error {
 	if err != nil {
 		return err
 	}
+	is := st.Issued(s.Clock.Now())
+	switch {
+	case is.Recorded:
+		s.recorded = true
+	case s.recorded:
+		is.Recorded = true
+		if !s.lost {
+			s.lost = true
+			s.Log.Error("admin: the store holds no issued keys any more (a Redis restarted without persistence or flushed?); /v1 still requires a key",
+				"version", st.Version)
+		}
+	}
+	if is.Recorded && len(st.Keys) > 0 {
+		s.lost = false
+	}
 	if s.Apply != nil {
-		s.Apply(st.Issued(s.Clock.Now()))
+		s.Apply(is)
 	}
 	s.served.Store(st.Version)
 	return nil
