@@ -159,7 +159,7 @@ func badLine(data []byte, reported int, msg string) int {
 // auth.metrics_token, so /metrics and the providers' health are closed to
 // everyone.
 func noOperator(a *Auth) string {
-	if !a.Enabled() || a.Token != "" || a.MetricsToken != "" {
+	if !a.Enabled() || a.Token != "" || a.MetricsToken != "" || a.AdminToken != "" {
 		return ""
 	}
 	for _, keys := range []map[string]*KeySpec{a.Keys, a.FileKeys} {
@@ -169,6 +169,6 @@ func noOperator(a *Auth) string {
 			}
 		}
 	}
-	return "auth: no key has role: admin and auth.metrics_token is unset: /metrics, providers and traffic are visible to nobody " +
+	return "auth: no key has role: admin and auth.metrics_token and auth.admin_token are unset: /metrics, providers and traffic are visible to nobody " +
 		"(give an operator's key role: admin, or set auth.metrics_token for Prometheus)"
 }

@@ -83,7 +83,7 @@ func TestIssuedKeysTurnAuthOn(t *testing.T) {
 	for _, tt := range []struct {
 		path, key string
 		want      int
-	}{{"/v1/models", "", 401}, {"/v1/models", secret, 200}, {"/metrics", "", 401}} {
+	}{{"/v1/models", "", 401}, {"/v1/models", secret, 200}, {"/metrics", "", 401}, {"/metrics", secret, 403}, {"/metrics", "adm", 200}} {
 		if a := g.get(tt.path, "Authorization", "Bearer "+tt.key); a.Status != tt.want {
 			t.Errorf("%s with %q after issuing: %d, want %d", tt.path, tt.key, a.Status, tt.want)
 		}

@@ -99,11 +99,13 @@ func (s *Server) handleMetrics(w http.ResponseWriter, r *http.Request) {
 	if snap := s.snap.Load(); snap != nil && (snap.metricsHash != nil || authOn(snap)) {
 		k := presentedKey(r)
 		ok := k != "" && snap.metricsHash != nil && checkToken(k, snap.metricsHash)
+		// auth.admin_token opens everything an admin key does.
+		ok = ok || k != "" && snap.adminHash != nil && checkToken(k, snap.adminHash)
 		if !ok && k != "" && authOn(snap) {
 			if id, known := s.Admission.Authenticate(k); known {
 				if !tenant.Operator(id) {
 					writeError(w, OpenAI, &apiError{Status: http.StatusForbidden, Type: "permission_error",
-						Code: "admin_required", Message: "metrics need an admin key (role: admin) or auth.metrics_token"})
+						Code: "admin_required", Message: "metrics need an admin key (role: admin), auth.admin_token or auth.metrics_token"})
 					return
 				}
 				ok = true
@@ -111,7 +113,7 @@ func (s *Server) handleMetrics(w http.ResponseWriter, r *http.Request) {
 		}
 		if !ok {
 			writeError(w, OpenAI, &apiError{Status: http.StatusUnauthorized, Type: "authentication_error",
-				Code: "invalid_api_key", Message: "metrics need auth.metrics_token or an admin key (role: admin) as a Bearer token"})
+				Code: "invalid_api_key", Message: "metrics need auth.metrics_token, auth.admin_token or an admin key (role: admin) as a Bearer token"})
 			return
 		}
 	}
@@ -298,7 +300,8 @@ func tooLarge(limit int64) *apiError {
 		Message: fmt.Sprintf("request body is larger than limits.max_request_body (%d bytes)", limit)}
 }
 
-// inspectBody validates the JSON envelope and reads model and stream. A
+// inspectBody validates the JSON envelope and reads model and stream
+// (on a refusal: what it read, for the usage row). A
 // duplicate top-level key is refused: parsers disagree on which copy wins,
 // so routing, billing and the upstream could each see another model.
 func inspectBody(body []byte) (model string, stream bool, e *apiError) {
@@ -344,7 +347,10 @@ func inspectBody(body []byte) (model string, stream bool, e *apiError) {
 		return true
 	})
 	if e != nil {
-		return "", false, e
+		if e.Param == "model" {
+			model = "" // twice: which one the client meant is the question
+		}
+		return model, stream, e // for the refusal's usage row
 	}
 	if model == "" {
 		e = errInvalid("missing required field \"model\" (a non-empty string)")

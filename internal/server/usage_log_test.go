@@ -456,7 +456,7 @@ func TestUsageRowUnpriced(t *testing.T) {
 }
 
 // TestUsageRowForRefusals: a key's requests refused before they are served
-// (invalid JSON, an unknown model, a body over the limit) are rows too,
+// (an invalid field, an unknown model, a body over the limit) are rows too,
 // under the key, with the status it got and no attempt or cost; a request
 // without a valid key is no row (there is no tenant to log it under).
 func TestUsageRowForRefusals(t *testing.T) {
@@ -467,7 +467,7 @@ func TestUsageRowForRefusals(t *testing.T) {
 		status      int
 		model, path string
 	}{
-		{`{"model":"m",`, "k", 400, "", "/v1/chat/completions"},
+		{`{"model":"m","n":0,"messages":[]}`, "k", 400, "m", "/v1/chat/completions"},
 		{`{"model":"ghost","messages":[]}`, "k", 404, "ghost", "/v1/chat/completions"},
 		{`{"model":"m","stream":true,"max_tokens":5,"messages":[{"role":"user","content":"` + strings.Repeat("x", 4096) + `"}]}`, "k", 413, "", "/v1/messages"},
 		{`{"model":"m","messages":[]}`, "wrong", 401, "", "/v1/chat/completions"},
@@ -478,10 +478,25 @@ func TestUsageRowForRefusals(t *testing.T) {
 		}
 	}
 	waitRows(t, ul, 3)
+	// A client's model name never reaches a row raw: escapes, not ESC or
+	// CR bytes for an operator's terminal, and short enough to filter on.
+	hostile := `{"model":"x\u001b[31m\r\n` + strings.Repeat("y", 1500) + `","messages":[]}`
+	if a := g.post("/v1/chat/completions", hostile, "Authorization", "Bearer k"); a.Status != 404 {
+		t.Fatalf("%d %s", a.Status, a.Body)
+	}
+	waitRows(t, ul, 4)
+	odd, _, err := ul.DB().List(context.Background(), usagelog.Filter{}, 0, 1)
+	if err != nil || len(odd) != 1 || !strings.HasPrefix(odd[0].Model, `x\x1b[31m\x0d\x0ayyy`) || len(odd[0].Model) > usagelog.MaxClientText {
+		t.Fatalf("hostile model row: %+v %v", odd, err)
+	}
+	if n, err := ul.DB().Count(context.Background()); err != nil || n != 4 {
+		t.Fatal(n, err)
+	}
 	rows, _, err := ul.DB().List(context.Background(), usagelog.Filter{}, 0, 10)
 	if err != nil {
 		t.Fatal(err)
 	}
+	rows = rows[1:] // the hostile one, newest
 	slices.SortFunc(rows, func(a, b usagelog.Row) int { return a.Status - b.Status })
 	for i, r := range rows {
 		tt := tests[i] // the refused ones are in status order

@@ -56,7 +56,7 @@ func (s *Server) refusedUsage(r *http.Request, id *tenant.Identity, model string
 	if l == nil {
 		return
 	}
-	row := usagelog.Row{Time: s.Clock.Now(), RequestID: RequestID(r.Context()), Tenant: id.Label(), Model: shown(model),
+	row := usagelog.Row{Time: s.Clock.Now(), RequestID: RequestID(r.Context()), Tenant: id.Label(), Model: usagelog.ClientText(model),
 		Endpoint: strings.TrimPrefix(r.URL.Path, "/v1/"), Stream: stream, Status: status}
 	if id != nil {
 		row.KeyID = id.KeyID

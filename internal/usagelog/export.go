@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"io"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -35,6 +36,7 @@ func ContentType(format string) string {
 // run as a formula when the file is opened): such a cell gets a leading
 // apostrophe.
 func cell(s string) string {
+	s = strings.ToValidUTF8(s, "\uFFFD") // a CSV file is UTF-8 throughout
 	if s != "" && (s[0] == '=' || s[0] == '+' || s[0] == '-' || s[0] == '@' || s[0] == '\t' || s[0] == '\r') {
 		return "'" + s
 	}

@@ -1,0 +1,30 @@
+package usagelog
+
+import (
+	"strings"
+	"testing"
+	"unicode/utf8"
+)
+
+func TestClientText(t *testing.T) {
+	tests := []struct{ in, want string }{
+		{"gpt-4o", "gpt-4o"},
+		{"équipe 日本 👩‍💻", "équipe 日本 👩‍💻"},
+		{"a\x00b\x1b[31mred\r\nX: 1", `a\x00b\x1b[31mred\x0d\x0aX: 1`},
+		{"\xff\xfe\xc3", `\xff\xfe\xc3`},
+		{"ab\u202egnp.exe", `ab\u202egnp.exe`},
+		{"c1\u009bx", `c1\u009bx`},
+	}
+	for _, tt := range tests {
+		if got := ClientText(tt.in); got != tt.want {
+			t.Errorf("ClientText(%q) = %q, want %q", tt.in, got, tt.want)
+		}
+	}
+	long := ClientText(strings.Repeat("é", 500))
+	if len(long) > MaxClientText || !strings.HasSuffix(long, "…") || !utf8.ValidString(long) {
+		t.Errorf("a long name: %d bytes %q", len(long), long)
+	}
+	if long := ClientText(strings.Repeat("\x1b", 500)); len(long) > MaxClientText || !strings.HasSuffix(long, "…") {
+		t.Errorf("a long escaped name: %d bytes", len(long))
+	}
+}
