@@ -209,50 +209,65 @@ func (s *Server) handleAdminKeys(w http.ResponseWriter, r *http.Request) {
 		s.adminFailed(w, r, err)
 		return
 	}
-	out := []keyView{}
-	after := q.Get("after")
-	if t := s.Admission.Keys(); t != nil && after == "" { // config keys lead the first page
+	// One list: config keys by id, then issued keys oldest first (the id
+	// breaks ties), so that limit counts both and after may name either.
+	type listed struct {
+		id      string
+		config  *tenant.Identity
+		issued  *admin.Key
+		revoked bool
+	}
+	var all []listed
+	if t := s.Admission.Keys(); t != nil {
 		for _, id := range t.Keys() {
 			if id.Origin != tenant.OriginAdmin {
-				out = append(out, configKeyView(id))
+				all = append(all, listed{id: id.KeyID, config: id})
 			}
 		}
+		slices.SortFunc(all, func(a, b listed) int { return strings.Compare(a.id, b.id) })
 	}
 	issued := make([]*admin.Key, 0, len(st.Keys))
 	for _, k := range st.Keys {
 		issued = append(issued, k)
 	}
-	// Oldest first; the id breaks ties, so that "after" is a stable cursor.
 	slices.SortFunc(issued, func(a, b *admin.Key) int {
 		if c := a.Created.Compare(b.Created); c != 0 {
 			return c
 		}
 		return strings.Compare(a.ID, b.ID)
 	})
+	for _, k := range issued {
+		all = append(all, listed{id: k.ID, issued: k, revoked: k.Revoked != nil})
+	}
 	// The cursor is looked up before revoked keys are left out: a key
 	// revoked between two pages still marks where the next one starts.
-	if after != "" {
-		i := slices.IndexFunc(issued, func(k *admin.Key) bool { return k.ID == after })
+	if after := q.Get("after"); after != "" {
+		i := slices.IndexFunc(all, func(l listed) bool { return l.id == after })
 		if i < 0 {
 			writeError(w, OpenAI, &apiError{Status: 400, Type: "invalid_request_error", Code: "invalid_value", Param: "after",
-				Message: fmt.Sprintf("after: no issued key %q (use next_after of the previous page)", after)})
+				Message: fmt.Sprintf("after: no key %q (use next_after of the previous page)", shown(after))})
 			return
 		}
-		issued = issued[i+1:]
+		all = all[i+1:]
 	}
 	if hideRevoked {
-		issued = slices.DeleteFunc(issued, func(k *admin.Key) bool { return k.Revoked != nil })
+		all = slices.DeleteFunc(all, func(l listed) bool { return l.revoked })
 	}
-	more := len(issued) > limit
+	more := len(all) > limit
 	if more {
-		issued = issued[:limit]
+		all = all[:limit]
 	}
-	for _, k := range issued {
-		out = append(out, issuedKeyView(k))
+	out := make([]keyView, 0, len(all))
+	for _, l := range all {
+		if l.config != nil {
+			out = append(out, configKeyView(l.config))
+		} else {
+			out = append(out, issuedKeyView(l.issued))
+		}
 	}
 	body := map[string]any{"object": "list", "data": out, "has_more": more}
 	if more {
-		body["next_after"] = issued[len(issued)-1].ID
+		body["next_after"] = all[len(all)-1].id
 	}
 	writeJSON(w, http.StatusOK, body)
 }

@@ -327,8 +327,9 @@ func TestAdminValidation(t *testing.T) {
 	}
 }
 
-// TestAdminKeyPages: issued keys list oldest first in pages; config keys
-// lead the first page.
+// TestAdminKeyPages: config keys (by id), then issued keys oldest first,
+// in pages that count both: limit is the page size whatever the keys file
+// holds, and the cursor may name either kind.
 func TestAdminKeyPages(t *testing.T) {
 	clk := clock.NewFake(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
 	g := startGatewayClock(t, adminYAML, clk)
@@ -338,13 +339,25 @@ func TestAdminKeyPages(t *testing.T) {
 		ids = append(ids, gjson.Get(a.Body, "id").String())
 		clk.Advance(time.Second)
 	}
-	a := g.adminCall("GET", "/admin/v1/keys?limit=2", "")
-	if got := gjson.Get(a.Body, `data.#(source=="admin")#.id`).String(); got != `["`+ids[0]+`","`+ids[1]+`"]` ||
-		len(gjson.Get(a.Body, `data.#(source=="auth.keys")#.id`).Array()) != 2 || !gjson.Get(a.Body, "has_more").Bool() {
+	// adminYAML has two config keys.
+	a := g.adminCall("GET", "/admin/v1/keys?limit=3", "")
+	if len(gjson.Get(a.Body, "data").Array()) != 3 || len(gjson.Get(a.Body, `data.#(source=="auth.keys")#.id`).Array()) != 2 ||
+		gjson.Get(a.Body, `data.2.id`).String() != ids[0] || gjson.Get(a.Body, "next_after").String() != ids[0] || !gjson.Get(a.Body, "has_more").Bool() {
 		t.Fatalf("first page: %s", a.Body)
 	}
-	a = g.adminCall("GET", "/admin/v1/keys?limit=2&after="+gjson.Get(a.Body, "next_after").String(), "")
-	if got := gjson.Get(a.Body, "data.#.id").String(); got != `["`+ids[2]+`","`+ids[3]+`"]` {
+	// A page that ends on a config key goes on with the next one.
+	a = g.adminCall("GET", "/admin/v1/keys?limit=1", "")
+	first := gjson.Get(a.Body, "data.0.id").String()
+	if len(gjson.Get(a.Body, "data").Array()) != 1 || !strings.HasPrefix(first, "cfg-") || gjson.Get(a.Body, "next_after").String() != first {
+		t.Fatalf("a one-key page: %s", a.Body)
+	}
+	a = g.adminCall("GET", "/admin/v1/keys?limit=2&after="+first, "")
+	if got := gjson.Get(a.Body, "data.1.id").String(); len(gjson.Get(a.Body, "data").Array()) != 2 || got != ids[0] ||
+		!strings.HasPrefix(gjson.Get(a.Body, "data.0.id").String(), "cfg-") {
+		t.Fatalf("the page after a config key: %s", a.Body)
+	}
+	a = g.adminCall("GET", "/admin/v1/keys?limit=2&after="+ids[0], "")
+	if got := gjson.Get(a.Body, "data.#.id").String(); got != `["`+ids[1]+`","`+ids[2]+`"]` {
 		t.Fatalf("second page: %s", a.Body)
 	}
 	a = g.adminCall("GET", "/admin/v1/keys?limit=2&after="+ids[3], "")
@@ -359,7 +372,7 @@ func TestAdminKeyPages(t *testing.T) {
 
 	// Paging with revoked=false while the key that ended the last page is
 	// revoked: the cursor still says where the next page starts.
-	a = g.adminCall("GET", "/admin/v1/keys?revoked=false&limit=2", "")
+	a = g.adminCall("GET", "/admin/v1/keys?revoked=false&limit=4", "")
 	cursor := gjson.Get(a.Body, "next_after").String()
 	if cursor != ids[1] {
 		t.Fatalf("first live page: %s", a.Body)
