@@ -159,10 +159,17 @@ func (s *State) Issued(now time.Time) *tenant.Issued {
 	for name, t := range s.Tenants {
 		is.Tenants[name] = t.Spec()
 	}
+	// Sorted by id for a stable table; pointers sort, not the large
+	// IssuedKey values (every change compiles every key: keep it cheap).
+	live := make([]*Key, 0, len(s.Keys))
 	for _, k := range s.Keys {
-		if k.Revoked != nil {
-			continue
+		if k.Revoked == nil {
+			live = append(live, k)
 		}
+	}
+	slices.SortFunc(live, func(a, b *Key) int { return strings.Compare(a.ID, b.ID) })
+	is.Keys = make([]tenant.IssuedKey, 0, len(live))
+	for _, k := range live {
 		d, ok := digestOf(k.Digest)
 		if !ok {
 			continue
@@ -172,12 +179,13 @@ func (s *State) Issued(now time.Time) *tenant.Issued {
 		if k.ExpiresAt != nil {
 			ik.ExpiresAt = *k.ExpiresAt
 		}
-		if p, ok := digestOf(k.PrevDigest); ok && k.PrevUntil != nil && now.Before(*k.PrevUntil) {
-			ik.Previous, ik.PreviousUntil = p, *k.PrevUntil
+		if k.PrevUntil != nil && now.Before(*k.PrevUntil) {
+			if p, ok := digestOf(k.PrevDigest); ok {
+				ik.Previous, ik.PreviousUntil = p, *k.PrevUntil
+			}
 		}
 		is.Keys = append(is.Keys, ik)
 	}
-	slices.SortFunc(is.Keys, func(a, b tenant.IssuedKey) int { return strings.Compare(a.ID, b.ID) }) // a stable table
 	return is
 }
 

@@ -31,6 +31,13 @@ func (m *memo) at(v int64, epoch string) *State {
 	return nil
 }
 
+// last is the kept state and its epoch (nil: none yet).
+func (m *memo) last() (*State, string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.st, m.epoch
+}
+
 // keep remembers st, the records at its version in epoch. The last read
 // wins even when older: a kept state is only ever right or unused.
 func (m *memo) keep(st *State, epoch string) {

@@ -46,6 +46,16 @@ func (r *Redis) Load(ctx context.Context) (*State, error) {
 	if st := r.memo.at(v, epoch); st != nil {
 		return st, nil
 	}
+	if base, e := r.memo.last(); base != nil && e == epoch && epoch != "" && v > base.Version {
+		st, ok, err := r.follow(ctx, r.c, base, epoch)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			r.memo.keep(st, epoch)
+			return st, nil
+		}
+	}
 	// Read in one MULTI so that the version matches the records.
 	cmds, err := r.c.TxPipelined(ctx, func(p redis.Pipeliner) error {
 		p.Get(ctx, redisVersion)
@@ -102,6 +112,12 @@ func (r *Redis) watched(ctx context.Context, tx *redis.Tx) (*State, string, erro
 	}
 	if st := r.memo.at(v, epoch); st != nil {
 		return st, epoch, nil
+	}
+	if base, e := r.memo.last(); base != nil && e == epoch && epoch != "" && v > base.Version {
+		st, ok, err := r.follow(ctx, tx, base, epoch)
+		if err != nil || ok {
+			return st, epoch, err
+		}
 	}
 	st, err := stateOf(tx.Get(ctx, redisVersion), tx.HGetAll(ctx, redisKeys), tx.HGetAll(ctx, redisTenants))
 	return st, epoch, err
