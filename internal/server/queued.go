@@ -191,13 +191,22 @@ func (s *Server) queued(r *http.Request) bool {
 // dispatch enqueues in and relays its answer. It always answers.
 func (s *Server) dispatch(w http.ResponseWriter, r *http.Request, proto Protocol, ep provider.Endpoint, in *incoming) {
 	qg := s.queueing
+	// A refusal before the job is enqueued is this replica's to record:
+	// no worker will ever see the request.
+	refused := func() {
+		if u, _ := r.Context().Value(usageRecordKey{}).(*usageRecord); u != nil {
+			u.ingress = true
+		}
+	}
 	if !qg.Ingress {
+		refused()
 		writeError(w, proto, &apiError{Status: http.StatusServiceUnavailable, Type: "server_error", Code: "not_ingress",
 			Message:    "this replica runs with --role worker and does not take requests; send them to an ingress replica",
 			RetryAfter: time.Second})
 		return
 	}
 	unavailable := func(err error) {
+		refused()
 		s.Log.WarnContext(r.Context(), "queue unavailable; refusing the request", "error", err.Error())
 		writeError(w, proto, &apiError{Status: http.StatusServiceUnavailable, Type: "server_error", Code: "queue_unavailable",
 			Message: "the job queue (redis) is unavailable; retry shortly", RetryAfter: time.Second})
@@ -226,6 +235,7 @@ func (s *Server) dispatch(w http.ResponseWriter, r *http.Request, proto Protocol
 	cancel()
 	switch {
 	case errors.Is(err, queue.ErrFull):
+		refused()
 		writeError(w, proto, &apiError{Status: http.StatusServiceUnavailable, Type: "server_error", Code: "queue_full",
 			Message: "the queue for provider " + j.Provider + " is full (" + err.Error() + "); retry later", RetryAfter: time.Second})
 		return

@@ -409,6 +409,17 @@ func TestQueueUsageRowByWorker(t *testing.T) {
 	if err != nil || rows[0].RequestID != "req-queued-1" || rows[0].Tenant != "acme" || rows[0].Status != 200 || rows[0].Provider != "a" {
 		t.Fatalf("%+v %v", rows, err)
 	}
+	// A request the ingress refuses before enqueueing it (the queue is
+	// unreachable) never reaches a worker: the ingress records its row.
+	srv.Kill()
+	if a := reps[0].post("/v1/chat/completions", chatBody, "Authorization", "Bearer sk-acme", "X-Request-Id", "req-refused-1"); a.Status != 503 {
+		t.Fatalf("with redis down: %d %s", a.Status, a.Body)
+	}
+	waitRows(t, logs[0], 1)
+	rows, _, err = logs[0].DB().List(ctx, usagelog.Filter{}, 0, 10)
+	if err != nil || rows[0].RequestID != "req-refused-1" || rows[0].Status != 503 || rows[0].Tenant != "acme" || rows[0].Attempts != 0 {
+		t.Fatalf("ingress row: %+v %v", rows, err)
+	}
 }
 
 // TestUsageRowWithoutAuth: with auth off nothing is metered by the

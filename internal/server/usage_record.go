@@ -25,6 +25,9 @@ type usageRecord struct {
 	row   usagelog.Row
 	tally admit.Tally
 	w     *usageWriter
+	// ingress: a queued request refused before it was enqueued (the queue
+	// full or unreachable); no worker records it, so the ingress does.
+	ingress bool
 }
 
 type usageRecordKey struct{}
@@ -68,7 +71,7 @@ func (s *Server) refusedUsage(r *http.Request, id *tenant.Identity, model string
 // (a hedge's losing side may end after the answer). A request handed to
 // the queue is recorded by the worker that runs it, not by the ingress.
 func (s *Server) endUsage(r *http.Request, u *usageRecord) {
-	if u == nil || s.queued(r) {
+	if u == nil || s.queued(r) && !u.ingress {
 		return
 	}
 	row := u.row
