@@ -302,7 +302,10 @@ func printGroups(w io.Writer, dims []string, groups []usagelog.Group, total usag
 	for _, g := range groups {
 		keys := make([]string, len(dims))
 		for i, d := range dims {
-			keys[i] = usagelog.ClientText(g.Keys[d]) // never a terminal escape
+			keys[i] = g.Keys[d]
+			if d == "model" {
+				keys[i] = usagelog.ClientText(keys[i]) // a client's name: never a terminal escape
+			}
 		}
 		line(keys, g)
 	}
@@ -333,7 +336,7 @@ func printRows(w io.Writer, rows []usagelog.Row, next int64) error {
 			served = "-" // nothing served, or a row from before it was recorded
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d/%d\t%s\t%s\t%d\t%t\n", r.Time.UTC().Format(time.RFC3339),
-			r.RequestID, usagelog.ClientText(r.Tenant), r.KeyID, usagelog.ClientText(r.Model), usagelog.ClientText(served), usagelog.ClientText(r.Provider), r.Status, r.Attempts, r.PromptTokens, r.CompletionTokens,
+			r.RequestID, r.Tenant, r.KeyID, usagelog.ClientText(r.Model), served, r.Provider, r.Status, r.Attempts, r.PromptTokens, r.CompletionTokens,
 			cost, ttft, r.DurationMs, r.Stream)
 	}
 	if err := tw.Flush(); err != nil {

@@ -13,9 +13,12 @@ import (
 const MaxClientText = 200
 
 // ClientText is s as a row may keep it: bytes that are not UTF-8, control
-// characters (ESC, CR, NUL…) and bidirectional overrides written as
-// escapes (\x1b, \u202e), so that no export, terminal or spreadsheet runs
-// or reorders what a client sent; cut to MaxClientText bytes with "…".
+// characters (ESC, CR, NUL…), format characters (bidirectional overrides,
+// zero-width characters, tags, the soft hyphen) and the line and paragraph
+// separators written as escapes (\x1b, \u202e, \u200b), so that no
+// export, terminal or spreadsheet runs, splits or reorders what a client
+// sent, and no name passes for another by an invisible character; cut to
+// MaxClientText bytes with "…".
 func ClientText(s string) string {
 	if len(s) <= MaxClientText && printable(s) {
 		return s
@@ -29,7 +32,9 @@ func ClientText(s string) string {
 			piece = fmt.Sprintf(`\x%02x`, s[i])
 		case r < utf8.RuneSelf && unicode.IsControl(r):
 			piece = fmt.Sprintf(`\x%02x`, r)
-		case unicode.IsControl(r) || bidi(r):
+		case hidden(r) && r > 0xffff:
+			piece = fmt.Sprintf(`\U%08x`, r)
+		case hidden(r):
 			piece = fmt.Sprintf(`\u%04x`, r)
 		default:
 			piece = s[i : i+n]
@@ -46,14 +51,16 @@ func ClientText(s string) string {
 
 func printable(s string) bool {
 	for _, r := range s {
-		if r == utf8.RuneError || unicode.IsControl(r) || bidi(r) {
+		if r == utf8.RuneError || hidden(r) {
 			return false
 		}
 	}
 	return true
 }
 
-// bidi: the characters that reorder the text around them.
-func bidi(r rune) bool {
-	return r == 0x061c || r == 0x200e || r == 0x200f || (r >= 0x202a && r <= 0x202e) || (r >= 0x2066 && r <= 0x2069)
+// hidden: a character that acts instead of showing (controls), shows
+// nothing (format characters: bidi overrides, zero-width ones, tags) or
+// breaks lines for some readers (U+2028, U+2029).
+func hidden(r rune) bool {
+	return unicode.IsControl(r) || unicode.Is(unicode.Cf, r) || unicode.Is(unicode.Zl, r) || unicode.Is(unicode.Zp, r)
 }
