@@ -12,6 +12,17 @@ import (
 	"switchboard/internal/tenant"
 )
 
+// replica is one gateway's admin store on the Redis at url.
+func replica(t *testing.T, url string) *Redis {
+	t.Helper()
+	c, err := queue.Dial(url, 5*time.Second, 5*time.Second, 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return NewRedis(c)
+}
+
 // TestReplicasNeverServeAStaleMemo: two replicas share one Redis and each
 // keeps the last state it read. A change by one is seen by the other's
 // next read and next change (not its memo), and after Redis loses every
@@ -19,14 +30,7 @@ import (
 // again by new changes is read afresh, not taken from before the loss.
 func TestReplicasNeverServeAStaleMemo(t *testing.T) {
 	rs := redistest.Start(t)
-	dial := func() *Redis {
-		c, err := queue.Dial(rs.URL, 5*time.Second, 5*time.Second, 8)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { c.Close() })
-		return NewRedis(c)
-	}
+	dial := func() *Redis { return replica(t, rs.URL) }
 	a, b := dial(), dial()
 	sa, sb := service(a, nil), service(b, nil)
 	ctx := context.Background()
@@ -81,14 +85,10 @@ func TestReplicasNeverServeAStaleMemo(t *testing.T) {
 // closed when the store loses them (Redis flushed or restarted without
 // persistence): an empty store must not read as "auth was never on".
 func TestLostRecordsKeepAuthOn(t *testing.T) {
-	rs := redistest.Start(t)
-	c, err := queue.Dial(rs.URL, 5*time.Second, 5*time.Second, 8)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
+	st := replica(t, redistest.Start(t).URL)
+	c := st.c
 	var got *tenant.Issued
-	svc := service(NewRedis(c), func(is *tenant.Issued) { got = is })
+	svc := service(st, func(is *tenant.Issued) { got = is })
 	ctx := context.Background()
 	is, err := svc.CreateKey(ctx, "a", env, []byte(`{"name":"k","tenant":"cfg-team"}`))
 	if err != nil {
@@ -117,14 +117,7 @@ func TestLostRecordsKeepAuthOn(t *testing.T) {
 // rotated and revoked keys, created, updated and deleted tenants.
 func TestFollowerCatchesUpByAudit(t *testing.T) {
 	rs := redistest.Start(t)
-	dial := func() *Redis {
-		c, err := queue.Dial(rs.URL, 5*time.Second, 5*time.Second, 8)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { c.Close() })
-		return NewRedis(c)
-	}
+	dial := func() *Redis { return replica(t, rs.URL) }
 	a, b := dial(), dial()
 	sa := service(a, nil)
 	ctx := context.Background()
