@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"switchboard/internal/config"
 	"switchboard/internal/provider/mock"
@@ -189,5 +190,36 @@ auth: {keys: {sk-admin: {tenant: ops, role: admin}, sk-t: {tenant: t}}}
 				}
 			}
 		})
+	}
+}
+
+// TestUsageCommandRawClientText: a file whose rows hold a client's raw
+// model name (written before names were escaped, or by hand) still prints
+// no terminal escape in a table (CSV is data: it keeps the value, quoted;
+// see usagelog.TestCSVIsUTF8).
+func TestUsageCommandRawClientText(t *testing.T) {
+	path := filepath.Join(t.TempDir(), usagelog.DefaultFile)
+	db, err := usagelog.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	raw := "x\x1b[31m\r\n\xff"
+	row := usagelog.Row{Time: time.Date(2026, 5, 4, 10, 0, 0, 0, time.UTC), RequestID: "req_raw", Tenant: "acme", KeyID: "cfg-acme",
+		Model: raw, Endpoint: "chat/completions", Status: 404}
+	if err := db.Insert(context.Background(), row); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{
+		{"usage", "requests", "--db", path},
+		{"usage", "--db", path, "--group-by", "model"},
+	} {
+		var out, errb bytes.Buffer
+		if code := run(args, &out, &errb); code != 0 {
+			t.Fatalf("%v: exit %d: %s", args, code, errb.String())
+		}
+		if s := out.String(); strings.ContainsAny(s, "\x1b\r") || !utf8.ValidString(s) {
+			t.Errorf("%v prints the raw name: %q", args, s)
+		}
 	}
 }

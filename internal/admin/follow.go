@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"maps"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -60,7 +59,9 @@ func (r *Redis) follow(ctx context.Context, c redis.Scripter, base *State, epoch
 	if n < 0 || e != epoch || int64(len(res)) != 3+3*n {
 		return nil, false, nil
 	}
-	next := &State{Version: v, Keys: maps.Clone(base.Keys), Tenants: maps.Clone(base.Tenants)}
+	// Each touched record as it is now: present is put, absent (a deleted
+	// tenant) is deleted; a name touched twice reads the same both times.
+	var ch Change
 	for i := 3; i < len(res); i += 3 {
 		kind, _ := res[i].(string)
 		name, _ := res[i+1].(string)
@@ -71,17 +72,17 @@ func (r *Redis) follow(ctx context.Context, c redis.Scripter, base *State, epoch
 			if err := json.Unmarshal([]byte(rec), k); err != nil {
 				return nil, false, fmt.Errorf("admin key %s: %w", name, err)
 			}
-			next.Keys[k.ID] = k
+			ch.PutKeys = append(ch.PutKeys, k)
 		case kind == "t" && found:
 			t := &Tenant{}
 			if err := json.Unmarshal([]byte(rec), t); err != nil {
 				return nil, false, fmt.Errorf("admin tenant %s: %w", name, err)
 			}
-			next.Tenants[t.Name] = t
+			ch.PutTenants = append(ch.PutTenants, t)
 		case kind == "t":
-			delete(next.Tenants, name)
+			ch.DelTenants = append(ch.DelTenants, name)
 		}
 		// A key's record is never deleted (a revoked key stays, marked).
 	}
-	return next, true, nil
+	return base.after(&ch, v), true, nil
 }

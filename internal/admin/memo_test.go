@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -141,9 +143,13 @@ func TestFollowerCatchesUpByAudit(t *testing.T) {
 	must(sa.RotateKey(ctx, "a", k1.Key.ID, []byte(`{}`)))
 	must(sa.RevokeKey(ctx, "a", k2.Key.ID))
 	must(nil, sa.DeleteTenant(ctx, "a", "t3"))
+	before := hgetalls(t, b)
 	got, err := b.Load(ctx)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if n := hgetalls(t, b) - before; n != 0 {
+		t.Fatalf("the follower read every record (%d HGETALL) instead of the 7 changes' records", n)
 	}
 	want, err := dial().Load(ctx) // a fresh replica reads every record
 	if err != nil {
@@ -161,4 +167,19 @@ func TestFollowerCatchesUpByAudit(t *testing.T) {
 	if _, err := service(b, nil).CreateTenant(ctx, "b", env, []byte(`{"name":"t2"}`)); err == nil {
 		t.Fatal("b created a second tenant t2")
 	}
+}
+
+// hgetalls is how many HGETALL the Redis behind r has run.
+func hgetalls(t *testing.T, r *Redis) int {
+	t.Helper()
+	info, err := r.c.Info(context.Background(), "commandstats").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, found := strings.Cut(info, "cmdstat_hgetall:calls=")
+	if !found {
+		return 0
+	}
+	n, _ := strconv.Atoi(rest[:strings.IndexByte(rest, ',')])
+	return n
 }

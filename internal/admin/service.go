@@ -69,7 +69,7 @@ func (s *Service) Refresh(ctx context.Context, force bool) error {
 	is := st.Issued(s.Clock.Now())
 	switch {
 	case is.Recorded:
-		s.recorded = true
+		s.recorded, s.lost = true, false
 	case s.recorded:
 		is.Recorded = true
 		if !s.lost {
@@ -77,9 +77,6 @@ func (s *Service) Refresh(ctx context.Context, force bool) error {
 			s.Log.Error("admin: the store holds no issued keys any more (a Redis restarted without persistence or flushed?); /v1 still requires a key",
 				"version", st.Version)
 		}
-	}
-	if is.Recorded && len(st.Keys) > 0 {
-		s.lost = false
 	}
 	if s.Apply != nil {
 		s.Apply(is)

@@ -39,12 +39,7 @@ func (s *Server) beginUsage(w http.ResponseWriter, r *http.Request, in *incoming
 	if s.UsageLog() == nil {
 		return w, r, nil
 	}
-	u := &usageRecord{w: &usageWriter{ResponseWriter: w}}
-	u.row = usagelog.Row{Time: s.Clock.Now(), RequestID: RequestID(r.Context()), Tenant: in.id.Label(),
-		Model: in.model, Endpoint: string(ep), Stream: in.stream}
-	if in.id != nil {
-		u.row.KeyID = in.id.KeyID
-	}
+	u := &usageRecord{w: &usageWriter{ResponseWriter: w}, row: s.usageRow(r, in.id, in.model, string(ep), in.stream)}
 	ctx := context.WithValue(admit.WithTally(r.Context(), &u.tally), usageRecordKey{}, u)
 	return u.w, r.WithContext(ctx), u
 }
@@ -59,12 +54,19 @@ func (s *Server) refusedUsage(r *http.Request, id *tenant.Identity, model string
 	if l == nil {
 		return
 	}
-	row := usagelog.Row{Time: s.Clock.Now(), RequestID: RequestID(r.Context()), Tenant: id.Label(), Model: usagelog.ClientText(model),
-		Endpoint: strings.TrimPrefix(r.URL.Path, "/v1/"), Stream: stream, Status: status}
+	row := s.usageRow(r, id, usagelog.ClientText(model), strings.TrimPrefix(r.URL.Path, "/v1/"), stream)
+	row.Status = status
+	l.Record(row)
+}
+
+// usageRow is a row's start: who asked what, and when.
+func (s *Server) usageRow(r *http.Request, id *tenant.Identity, model, endpoint string, stream bool) usagelog.Row {
+	row := usagelog.Row{Time: s.Clock.Now(), RequestID: RequestID(r.Context()), Tenant: id.Label(), Model: model,
+		Endpoint: endpoint, Stream: stream}
 	if id != nil {
 		row.KeyID = id.KeyID
 	}
-	l.Record(row)
+	return row
 }
 
 // endUsage records the row once every attempt of the request has ended

@@ -32,3 +32,19 @@ func TestClientText(t *testing.T) {
 		t.Errorf("a long escaped name: %d bytes", len(long))
 	}
 }
+
+// TestCSVIsUTF8: a row holding bytes that are not UTF-8 (a name stored raw
+// by an older gateway) exports as valid UTF-8 CSV; JSON does so by itself.
+func TestCSVIsUTF8(t *testing.T) {
+	var b strings.Builder
+	w := NewRowWriter(&b, FormatCSV)
+	if err := w.Write(Row{Model: "x\xff\xfe\xc3", Tenant: "acme"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if !utf8.ValidString(b.String()) || !strings.Contains(b.String(), "x\uFFFD") {
+		t.Errorf("CSV: %q", b.String())
+	}
+}
