@@ -34,9 +34,11 @@ var update = flag.Bool("update", false, "rewrite golden files")
 
 const testCreated = 1700000000
 
-// pair runs one protocol pair's cases.
+// pair runs one protocol pair's cases. req returns the translated body
+// and the paths of the hints it dropped; a req golden holds the body, or
+// {"body":...,"dropped":[...]} when something was dropped.
 type pair struct {
-	req    func(in []byte) ([]byte, error)
+	req    func(in []byte) ([]byte, []string, error)
 	resp   func(req, in []byte) ([]byte, Usage, error)
 	stream func(req, in []byte) ([]byte, error)
 	err    func(status int, body []byte) []byte
@@ -46,12 +48,12 @@ var defaultStreamReq = []byte(`{"model":"test-model","messages":[{"role":"user",
 
 var pairs = map[string]pair{
 	"openai_anthropic": {
-		req: func(in []byte) ([]byte, error) {
+		req: func(in []byte) ([]byte, []string, error) {
 			t, err := NewOpenAIAnthropic(in)
 			if err != nil {
-				return nil, err
+				return nil, nil, err
 			}
-			return t.Body(), nil
+			return t.Body(), t.Dropped(), nil
 		},
 		resp: func(req, in []byte) ([]byte, Usage, error) {
 			return mustAnthropic(req).Response(in)
@@ -62,12 +64,12 @@ var pairs = map[string]pair{
 		err: AnthropicErrorToOpenAI,
 	},
 	"openai_gemini": {
-		req: func(in []byte) ([]byte, error) {
+		req: func(in []byte) ([]byte, []string, error) {
 			t, err := NewOpenAIGemini(in)
 			if err != nil {
-				return nil, err
+				return nil, nil, err
 			}
-			return t.Body(), nil
+			return t.Body(), t.Dropped(), nil
 		},
 		resp: func(req, in []byte) ([]byte, Usage, error) {
 			return mustGemini(req).Response(in)
@@ -78,13 +80,22 @@ var pairs = map[string]pair{
 		err: GeminiErrorToOpenAI,
 	},
 	"anthropic_openai": {
-		req: MessagesToChat,
+		req: func(in []byte) ([]byte, []string, error) {
+			return inbound(FromMessages(in))
+		},
 		resp: func(req, in []byte) ([]byte, Usage, error) {
 			return ChatToMessages(in, "claude-client-model")
 		},
 		stream: messagesStreamSSE,
 		err:    ErrorToAnthropic,
 	},
+}
+
+func inbound(in *Inbound, err error) ([]byte, []string, error) {
+	if err != nil {
+		return nil, nil, err
+	}
+	return in.Body, in.Dropped, nil
 }
 
 func mustAnthropic(req []byte) *OpenAIAnthropic {
@@ -212,9 +223,13 @@ func TestGolden(t *testing.T) {
 func runCase(t *testing.T, p pair, dir, c string, in []byte) []byte {
 	switch {
 	case strings.HasPrefix(c, "req_"):
-		out, err := p.req(in)
+		out, dropped, err := p.req(in)
 		if err != nil {
 			return refusalJSON(err)
+		}
+		if len(dropped) > 0 {
+			d, _ := json.Marshal(dropped)
+			return fmt.Appendf(nil, `{"body":%s,"dropped":%s}`, out, d)
 		}
 		return out
 	case strings.HasPrefix(c, "resp_"):

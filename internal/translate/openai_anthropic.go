@@ -42,12 +42,14 @@ type OpenAIAnthropic struct {
 	body         []byte
 	model        string
 	includeUsage bool
+	dropped      []string
 }
 
 // NewOpenAIAnthropic translates an OpenAI chat request. A *FieldError
 // refuses it.
 func NewOpenAIAnthropic(chatReq []byte) (*OpenAIAnthropic, error) {
-	in, err := readChat(chatReq, anthropicFields, "anthropic providers")
+	var d drops
+	in, err := readChat(chatReq, anthropicFields, "anthropic providers", &d)
 	if err != nil {
 		return nil, err
 	}
@@ -55,11 +57,15 @@ func NewOpenAIAnthropic(chatReq []byte) (*OpenAIAnthropic, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &OpenAIAnthropic{Created: time.Now().Unix(), model: in.Model, body: marshal(out), includeUsage: wantsUsage(in)}, nil
+	return &OpenAIAnthropic{Created: time.Now().Unix(), model: in.Model, body: marshal(out), includeUsage: wantsUsage(in), dropped: d.list}, nil
 }
 
 // Body is the Anthropic Messages request.
 func (t *OpenAIAnthropic) Body() []byte { return t.body }
+
+// Dropped lists the request's top-level hints the translation dropped
+// (seed, store, ...), for the X-Switchboard-Dropped header.
+func (t *OpenAIAnthropic) Dropped() []string { return t.dropped }
 
 func anthropicRequest(in *openai.ChatRequest, raw []byte) (*anthropic.Request, error) {
 	out := &anthropic.Request{Model: in.Model, Stream: in.Stream, TopP: in.TopP, TopK: in.TopK}

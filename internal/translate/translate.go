@@ -147,9 +147,10 @@ func OpenAIError(status int, msg, param, code string) []byte {
 }
 
 // readChat checks an OpenAI chat request's top-level fields against a
-// target's rules (a *FieldError refuses it) and decodes it.
-func readChat(chatReq []byte, rules map[string]fieldRule, target string) (*openai.ChatRequest, error) {
-	if err := checkFields(chatReq, rules, target); err != nil {
+// target's rules (a *FieldError refuses it, d collects what is dropped)
+// and decodes it.
+func readChat(chatReq []byte, rules map[string]fieldRule, target string, d *drops) (*openai.ChatRequest, error) {
+	if err := classify(chatReq, rules, nil, target, d); err != nil {
 		return nil, err
 	}
 	var in openai.ChatRequest
@@ -384,33 +385,5 @@ const (
 	mapped  fieldRule = iota // translated (its own checks refuse what cannot be)
 	dropped                  // harmless to drop, documented
 )
-
-// checkFields refuses top-level fields the target does not know: a field
-// that is neither translated nor known to be harmless would otherwise be
-// dropped silently. null values are treated as absent. target completes
-// the message "not supported by ...".
-func checkFields(body []byte, rules map[string]fieldRule, target string) error {
-	var top map[string]json.RawMessage
-	if err := json.Unmarshal(body, &top); err != nil {
-		return fieldErr("body", "must be a JSON object")
-	}
-	var bad []string
-	for k, v := range top {
-		if _, ok := rules[k]; ok || bytes.Equal(bytes.TrimSpace(v), []byte("null")) {
-			continue
-		}
-		bad = append(bad, k)
-	}
-	if len(bad) == 0 {
-		return nil
-	}
-	first := bad[0]
-	for _, k := range bad {
-		if k < first {
-			first = k // deterministic message
-		}
-	}
-	return fieldErr(first, "not supported by %s", target)
-}
 
 func ptr[T any](v T) *T { return &v }
