@@ -585,7 +585,7 @@ func (s *MessagesStream) Chunk(data []byte) ([]Event, error) {
 	if s.finished {
 		return nil, nil
 	}
-	if bytes.Equal(bytes.TrimSpace(data), []byte("[DONE]")) {
+	if isDone(data) {
 		return s.Finish(), nil
 	}
 	var c openai.ChatCompletionChunk
@@ -659,6 +659,16 @@ func (s *MessagesStream) Finish() []Event {
 	out = append(out, s.ev(anthropic.EventMessageDelta, anthropic.MessageDeltaEvent{Type: anthropic.EventMessageDelta,
 		Delta: anthropic.MessageDelta{StopReason: &stop}, Usage: anthropicUsageOf(s.usage)}))
 	return append(out, s.ev(anthropic.EventMessageStop, anthropic.TypeOnly{Type: anthropic.EventMessageStop}))
+}
+
+// Fail implements ClientStream: Anthropic ends a failed stream with an
+// error event.
+func (s *MessagesStream) Fail(status int, body []byte) []Event {
+	if s.finished {
+		return nil
+	}
+	s.finished = true
+	return []Event{{Name: anthropic.EventError, Data: ErrorToAnthropic(status, body)}}
 }
 
 func strOr(p *string) string {

@@ -90,9 +90,25 @@ type refusal string
 // in refusals) refuses the body, naming the first in key order. null
 // values count as absent. target completes "not supported by ...".
 func classify(body []byte, rules map[string]fieldRule, refusals map[string]refusal, target string, d *drops) error {
+	return classifyAt("", body, rules, refusals, target, d)
+}
+
+// classifyAt is classify for the object at path (absent or null: nothing
+// to check).
+func classifyAt(path string, body []byte, rules map[string]fieldRule, refusals map[string]refusal, target string, d *drops) error {
+	if path != "" && !present(body) {
+		return nil
+	}
 	var top map[string]json.RawMessage
 	if err := json.Unmarshal(body, &top); err != nil || top == nil {
-		return &FieldError{Field: "body", Msg: "must be a JSON object", Code: "invalid_request"}
+		if path == "" {
+			path = "body"
+		}
+		return &FieldError{Field: path, Msg: "must be a JSON object", Code: "invalid_request"}
+	}
+	prefix := ""
+	if path != "" {
+		prefix = path + "."
 	}
 	keys := make([]string, 0, len(top))
 	for k := range top {
@@ -104,13 +120,13 @@ func classify(body []byte, rules map[string]fieldRule, refusals map[string]refus
 			continue
 		}
 		if why, ok := refusals[k]; ok {
-			return fieldErr(k, "%s", string(why))
+			return fieldErr(prefix+k, "%s", string(why))
 		}
 		switch r, ok := rules[k]; {
 		case !ok:
-			return fieldErr(k, "not supported by %s", target)
+			return fieldErr(prefix+k, "not supported by %s", target)
 		case r == dropped:
-			d.add(k)
+			d.add(prefix + k)
 		}
 	}
 	return nil
@@ -136,3 +152,12 @@ type ClientStream interface {
 	// Usage is the token count reported so far.
 	Usage() Usage
 }
+
+// isDone reports OpenAI's terminal "[DONE]".
+func isDone(data []byte) bool { return bytes.Equal(bytes.TrimSpace(data), []byte("[DONE]")) }
+
+var (
+	_ ClientStream = (*MessagesStream)(nil)
+	_ ClientStream = (*GeminiStream)(nil)
+	_ ClientStream = (*ResponsesStream)(nil)
+)

@@ -46,7 +46,7 @@ func TestAnthropicSDKReadsMessagesStream(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, _ := messagesStreamSSE(nil, in)
+	out := clientStreamSSE(NewMessagesStream("claude-client-model"), in)
 	stream := anthropicClient(serve(t, 200, "text/event-stream", out)).Messages.NewStreaming(context.Background(), anthropicParams)
 	var msg asdk.Message
 	for stream.Next() {
