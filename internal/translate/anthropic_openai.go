@@ -690,6 +690,11 @@ func anthropicTypeOf(t string) string {
 	return "api_error"
 }
 
+// MessagesTokenCount is a /v1/messages/count_tokens answer.
+func MessagesTokenCount(n int64) []byte {
+	return marshal(anthropic.CountTokensResponse{InputTokens: n})
+}
+
 // ErrorToAnthropic rewrites an error answer (normally OpenAI-shaped) into
 // Anthropic's shape, the type chosen by status. A body already in
 // Anthropic's shape (an Anthropic upstream's own error) is returned as is.

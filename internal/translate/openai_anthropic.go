@@ -19,7 +19,7 @@ const DefaultAnthropicMaxTokens = 8192
 
 // reasoning_effort -> thinking budget. Small enough to fit under the
 // default max_tokens.
-var anthropicThinkingBudget = map[string]int64{"low": 1024, "medium": 2048, "high": 4096}
+var anthropicThinkingBudget = map[string]int64{"low": 1024, "medium": 2048, "high": 4096, "xhigh": 6144}
 
 // anthropicFields is what OpenAIAnthropic does with each request field.
 var anthropicFields = map[string]fieldRule{

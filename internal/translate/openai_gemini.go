@@ -15,7 +15,7 @@ import (
 )
 
 // reasoning_effort -> thinkingBudget.
-var geminiThinkingBudget = map[string]int64{"none": 0, "minimal": 0, "low": 1024, "medium": 8192, "high": 24576}
+var geminiThinkingBudget = map[string]int64{"none": 0, "minimal": 0, "low": 1024, "medium": 8192, "high": 24576, "xhigh": 32768}
 
 // thoughtSep joins a Gemini thought signature to the tool call id handed
 // to the client, so that the signature comes back with the call in the
