@@ -259,10 +259,27 @@ func blocksOf(raw json.RawMessage, field string) ([]anthropic.Block, error) {
 		return []anthropic.Block{{Type: "text", Text: s}}, nil
 	}
 	var blocks []anthropic.Block
-	if err := json.Unmarshal(raw, &blocks); err != nil {
+	if err := json.Unmarshal(raw, &blocks); err == nil {
+		return blocks, nil
+	}
+	// Name the block that failed: often one whose fields differ from
+	// the blocks known here (search_result's source is a string).
+	var items []json.RawMessage
+	if err := json.Unmarshal(raw, &items); err != nil {
 		return nil, fieldErr(field, "must be a string or an array of content blocks")
 	}
-	return blocks, nil
+	for i, it := range items {
+		var b anthropic.Block
+		if json.Unmarshal(it, &b) == nil {
+			continue
+		}
+		var t struct {
+			Type string `json:"type"`
+		}
+		_ = json.Unmarshal(it, &t)
+		return nil, fieldErr(fmt.Sprintf("%s[%d]", field, i), "block type %q cannot be translated", t.Type)
+	}
+	return nil, fieldErr(field, "must be a string or an array of content blocks")
 }
 
 // chatMessages maps one Anthropic turn. A user turn's tool_result blocks
