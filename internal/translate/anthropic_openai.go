@@ -602,19 +602,14 @@ func (s *MessagesStream) Chunk(data []byte) ([]Event, error) {
 	if s.finished {
 		return nil, nil
 	}
-	if isDone(data) {
+	c, done, fail, err := nextChunk(data)
+	switch {
+	case err != nil:
+		return nil, err
+	case done:
 		return s.Finish(), nil
-	}
-	var c openai.ChatCompletionChunk
-	if err := json.Unmarshal(data, &c); err != nil {
-		return nil, &ProtocolError{Msg: "stream chunk is not JSON"}
-	}
-	if len(c.Error) > 0 && !bytes.Equal(c.Error, []byte("null")) {
-		s.finished = true
-		var e openai.ErrorBody
-		_ = json.Unmarshal(c.Error, &e)
-		body := anthropic.ErrorResponse{Type: "error", Error: anthropic.ErrorBody{Type: anthropicTypeOf(e.Type), Message: e.Message}}
-		return []Event{s.ev(anthropic.EventError, body)}, nil
+	case fail != nil:
+		return s.Fail(fail.Status, fail.Body), nil
 	}
 	out := s.start(nil, c.ID)
 	if c.Usage != nil {
@@ -693,18 +688,6 @@ func strOr(p *string) string {
 		return ""
 	}
 	return *p
-}
-
-// anthropicTypeOf maps an OpenAI error type to Anthropic's.
-func anthropicTypeOf(t string) string {
-	switch t {
-	case "invalid_request_error", "authentication_error", "permission_error", "not_found_error",
-		"rate_limit_error", "overloaded_error", "api_error", "request_too_large":
-		return t
-	case "rate_limit_exceeded", "insufficient_quota":
-		return "rate_limit_error"
-	}
-	return "api_error"
 }
 
 // MessagesTokenCount is a /v1/messages/count_tokens answer.

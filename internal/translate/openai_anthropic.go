@@ -483,10 +483,13 @@ func (t *OpenAIAnthropic) Response(body []byte) ([]byte, Usage, error) {
 	return marshal(out), u, nil
 }
 
-// anthropicErrorStatus maps an Anthropic error type to its HTTP status,
-// for errors that arrive inside a stream.
+// anthropicErrorStatus maps an error type to its HTTP status, for errors
+// that arrive inside a stream: Anthropic's types, and OpenAI's where they
+// differ.
 func anthropicErrorStatus(typ string) int {
 	switch typ {
+	case "rate_limit_exceeded", "insufficient_quota":
+		return 429
 	case "invalid_request_error":
 		return 400
 	case "authentication_error":

@@ -6,6 +6,8 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+
+	"switchboard/internal/api/openai"
 )
 
 // Inbound is a client request in another protocol (Anthropic Messages,
@@ -151,6 +153,24 @@ type ClientStream interface {
 	Fail(status int, body []byte) []Event
 	// Usage is the token count reported so far.
 	Usage() Usage
+}
+
+// nextChunk reads one chunk of the internal stream for a ClientStream:
+// done for [DONE], fail for a chunk carrying an error (its status and
+// OpenAI-shaped body), else the chunk.
+func nextChunk(data []byte) (c openai.ChatCompletionChunk, done bool, fail *UpstreamError, err error) {
+	if isDone(data) {
+		return c, true, nil, nil
+	}
+	if err := json.Unmarshal(data, &c); err != nil {
+		return c, false, nil, &ProtocolError{Msg: "stream chunk is not JSON"}
+	}
+	if present(c.Error) {
+		var e openai.ErrorBody
+		_ = json.Unmarshal(c.Error, &e)
+		return c, false, &UpstreamError{Status: anthropicErrorStatus(e.Type), Body: marshal(openai.ErrorResponse{Error: e})}, nil
+	}
+	return c, false, nil, nil
 }
 
 // isDone reports OpenAI's terminal "[DONE]".

@@ -208,3 +208,16 @@ func TestFailEndsEveryClientStream(t *testing.T) {
 		}
 	}
 }
+
+// TestErrorChunkTypes: an error chunk's type chooses the status, in
+// either vocabulary, so a client sees the kind of failure it was.
+func TestErrorChunkTypes(t *testing.T) {
+	for typ, want := range map[string]string{"rate_limit_exceeded": "rate_limit_error", "insufficient_quota": "rate_limit_error",
+		"overloaded_error": "overloaded_error", "invalid_request_error": "invalid_request_error", "whatever": "api_error"} {
+		s := NewMessagesStream("m")
+		evs, err := s.Chunk([]byte(`{"error":{"message":"x","type":"` + typ + `"}}`))
+		if err != nil || len(evs) != 1 || !bytes.Contains(evs[0].Data, []byte(`"type":"`+want+`"`)) {
+			t.Errorf("%s: %v %s", typ, err, evs)
+		}
+	}
+}

@@ -361,17 +361,14 @@ func (s *ResponsesStream) Chunk(data []byte) ([]Event, error) {
 	if s.finished {
 		return nil, nil
 	}
-	if isDone(data) {
+	c, done, fail, err := nextChunk(data)
+	switch {
+	case err != nil:
+		return nil, err
+	case done:
 		return s.Finish(), nil
-	}
-	var c openai.ChatCompletionChunk
-	if err := json.Unmarshal(data, &c); err != nil {
-		return nil, &ProtocolError{Msg: "stream chunk is not JSON"}
-	}
-	if present(c.Error) {
-		var e openai.ErrorBody
-		_ = json.Unmarshal(c.Error, &e)
-		return s.Fail(anthropicErrorStatus(e.Type), marshal(openai.ErrorResponse{Error: e})), nil
+	case fail != nil:
+		return s.Fail(fail.Status, fail.Body), nil
 	}
 	out := s.start(nil, &c)
 	if c.Usage != nil {

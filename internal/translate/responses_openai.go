@@ -508,20 +508,9 @@ func inputMessage(it openai.InputItem, field string) (openai.Message, error) {
 
 // inputParts reads message content: a string or input parts.
 func inputParts(raw json.RawMessage, field string) ([]openai.ContentPart, error) {
-	raw = bytes.TrimSpace(raw)
-	if !present(raw) {
-		return nil, nil
-	}
-	if raw[0] == '"' {
-		var s string
-		if err := json.Unmarshal(raw, &s); err != nil {
-			return nil, fieldErr(field, "invalid string")
-		}
-		return []openai.ContentPart{{Type: "text", Text: s}}, nil
-	}
-	var in []openai.InputContent
-	if err := json.Unmarshal(raw, &in); err != nil {
-		return nil, fieldErr(field, "must be a string or an array of content parts")
+	in, err := stringOrParts(raw, field, func(s string) openai.InputContent { return openai.InputContent{Type: "input_text", Text: s} })
+	if err != nil || in == nil {
+		return nil, err
 	}
 	out := make([]openai.ContentPart, 0, len(in))
 	for j, c := range in {

@@ -275,6 +275,12 @@ func isHTTPURL(u string) bool {
 // contentParts reads an OpenAI content value: a string becomes one text
 // part, null or absent none.
 func contentParts(raw json.RawMessage, field string) ([]openai.ContentPart, error) {
+	return stringOrParts(raw, field, func(s string) openai.ContentPart { return openai.ContentPart{Type: "text", Text: s} })
+}
+
+// stringOrParts reads content that is a string (one text part, made by
+// text) or an array of parts; null or absent is none.
+func stringOrParts[T any](raw json.RawMessage, field string, text func(string) T) ([]T, error) {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
 		return nil, nil
@@ -284,9 +290,9 @@ func contentParts(raw json.RawMessage, field string) ([]openai.ContentPart, erro
 		if err := json.Unmarshal(raw, &s); err != nil {
 			return nil, fieldErr(field, "invalid string")
 		}
-		return []openai.ContentPart{{Type: "text", Text: s}}, nil
+		return []T{text(s)}, nil
 	}
-	var parts []openai.ContentPart
+	var parts []T
 	if err := json.Unmarshal(raw, &parts); err != nil {
 		return nil, fieldErr(field, "must be a string or an array of content parts")
 	}
