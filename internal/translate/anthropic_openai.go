@@ -599,17 +599,9 @@ func (s *MessagesStream) delta(out []Event, index int, d any) []Event {
 // the same as Finish. A chunk carrying an error object becomes an
 // Anthropic error event and ends the stream.
 func (s *MessagesStream) Chunk(data []byte) ([]Event, error) {
-	if s.finished {
-		return nil, nil
-	}
-	c, done, fail, err := nextChunk(data)
-	switch {
-	case err != nil:
-		return nil, err
-	case done:
-		return s.Finish(), nil
-	case fail != nil:
-		return s.Fail(fail.Status, fail.Body), nil
+	c, evs, ok, err := nextChunk(s, s.finished, data)
+	if !ok {
+		return evs, err
 	}
 	out := s.start(nil, c.ID)
 	if c.Usage != nil {

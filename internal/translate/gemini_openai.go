@@ -637,17 +637,9 @@ func (s *GeminiStream) event(cands []gemini.Candidate, u *gemini.UsageMetadata) 
 
 // Chunk implements ClientStream.
 func (s *GeminiStream) Chunk(data []byte) ([]Event, error) {
-	if s.finished {
-		return nil, nil
-	}
-	c, done, fail, err := nextChunk(data)
-	switch {
-	case err != nil:
-		return nil, err
-	case done:
-		return s.Finish(), nil
-	case fail != nil:
-		return s.Fail(fail.Status, fail.Body), nil
+	c, evs, ok, err := nextChunk(s, s.finished, data)
+	if !ok {
+		return evs, err
 	}
 	if s.id == "" {
 		s.id = c.ID

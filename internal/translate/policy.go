@@ -155,22 +155,26 @@ type ClientStream interface {
 	Usage() Usage
 }
 
-// nextChunk reads one chunk of the internal stream for a ClientStream:
-// done for [DONE], fail for a chunk carrying an error (its status and
-// OpenAI-shaped body), else the chunk.
-func nextChunk(data []byte) (c openai.ChatCompletionChunk, done bool, fail *UpstreamError, err error) {
-	if isDone(data) {
-		return c, true, nil, nil
+// nextChunk is what every ClientStream does first with a chunk of the
+// internal stream: nothing after the stream finished, Finish at [DONE],
+// Fail for a chunk carrying an error (the status chosen by its type).
+// ok is true when c is a chunk to translate.
+func nextChunk(s ClientStream, finished bool, data []byte) (c openai.ChatCompletionChunk, evs []Event, ok bool, err error) {
+	switch {
+	case finished:
+		return c, nil, false, nil
+	case isDone(data):
+		return c, s.Finish(), false, nil
 	}
 	if err := json.Unmarshal(data, &c); err != nil {
-		return c, false, nil, &ProtocolError{Msg: "stream chunk is not JSON"}
+		return c, nil, false, &ProtocolError{Msg: "stream chunk is not JSON"}
 	}
 	if present(c.Error) {
 		var e openai.ErrorBody
 		_ = json.Unmarshal(c.Error, &e)
-		return c, false, &UpstreamError{Status: anthropicErrorStatus(e.Type), Body: marshal(openai.ErrorResponse{Error: e})}, nil
+		return c, s.Fail(anthropicErrorStatus(e.Type), marshal(openai.ErrorResponse{Error: e})), false, nil
 	}
-	return c, false, nil, nil
+	return c, nil, true, nil
 }
 
 // isDone reports OpenAI's terminal "[DONE]".

@@ -358,17 +358,9 @@ func (s *ResponsesStream) closeCalls(out []Event) []Event {
 
 // Chunk implements ClientStream.
 func (s *ResponsesStream) Chunk(data []byte) ([]Event, error) {
-	if s.finished {
-		return nil, nil
-	}
-	c, done, fail, err := nextChunk(data)
-	switch {
-	case err != nil:
-		return nil, err
-	case done:
-		return s.Finish(), nil
-	case fail != nil:
-		return s.Fail(fail.Status, fail.Body), nil
+	c, evs, ok, err := nextChunk(s, s.finished, data)
+	if !ok {
+		return evs, err
 	}
 	out := s.start(nil, &c)
 	if c.Usage != nil {
