@@ -421,8 +421,18 @@ func chatUserContent(c gemini.Content, field string, calls *[]*geminiCall, d *dr
 // answerCall finds the call a functionResponse answers: by id, else the
 // earliest unanswered call of its name.
 func answerCall(calls []*geminiCall, fr *gemini.FunctionResponse, field string) (string, error) {
+	if fr.ID != "" {
+		for _, c := range calls {
+			if c.id == fr.ID {
+				c.answered = true
+				return c.id, nil
+			}
+		}
+	}
+	// No id, or one the calls do not carry (a client that named the
+	// calls itself): the earliest unanswered call of that name.
 	for _, c := range calls {
-		if fr.ID != "" && c.id == fr.ID || fr.ID == "" && !c.answered && c.name == fr.Name {
+		if !c.answered && c.name == fr.Name {
 			c.answered = true
 			return c.id, nil
 		}
