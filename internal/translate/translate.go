@@ -3,17 +3,25 @@
 // protocol pair has one file holding its request, response and stream
 // translation:
 //
-//	openai_anthropic.go  OpenAI client -> Anthropic upstream (and back)
-//	openai_gemini.go     OpenAI client -> Gemini upstream (and back)
-//	anthropic_openai.go  Anthropic client (/v1/messages) -> internal form (and back)
+//	openai_anthropic.go   internal form -> Anthropic upstream (and back)
+//	openai_gemini.go      internal form -> Gemini upstream (and back)
+//	anthropic_openai.go   Anthropic client (/v1/messages) -> internal form (and back)
+//	gemini_openai.go      Gemini client (:generateContent) -> internal form (and back)
+//	responses_openai.go   OpenAI Responses client -> internal form; its
+//	                      answer and event stream in responses_answer.go
+//
+// policy.go holds what every inbound translation shares: Inbound (the
+// internal body and the dropped hints), classify (mapped, dropped and
+// refused fields), DroppedHeader, and ClientStream, which every client
+// protocol's stream translator implements.
 //
 // Translators are per-request values. They hold only what the answer side
 // needs from the request (model, stream options) and never mutate their
 // input, so the attempt loop may run them again on retry. Every response
 // translation returns token usage with the bytes, so metering never parses
 // an answer twice. What a target cannot express is either dropped, when
-// harmless, or refused with a *FieldError (HTTP 400) naming the field; see
-// docs/translation.md.
+// it is a hint that does not change the answer (and reported), or refused
+// with a *FieldError (HTTP 400) naming the field; see docs/translation.md.
 package translate
 
 import (

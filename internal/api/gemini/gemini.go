@@ -212,3 +212,22 @@ type ErrorBody struct {
 	Status  string          `json:"status"`
 	Details json.RawMessage `json:"details,omitempty"`
 }
+
+// Model is one entry of GET /v1beta/models (and GET /v1beta/models/{m}).
+type Model struct {
+	Name                       string   `json:"name"` // models/{model}
+	BaseModelID                string   `json:"baseModelId,omitempty"`
+	Version                    string   `json:"version,omitempty"`
+	DisplayName                string   `json:"displayName,omitempty"`
+	Description                string   `json:"description,omitempty"`
+	InputTokenLimit            int64    `json:"inputTokenLimit,omitempty"`
+	OutputTokenLimit           int64    `json:"outputTokenLimit,omitempty"`
+	SupportedGenerationMethods []string `json:"supportedGenerationMethods"` // generateContent, streamGenerateContent, countTokens
+	Thinking                   bool     `json:"thinking,omitempty"`
+}
+
+// ListModelsResponse is GET /v1beta/models.
+type ListModelsResponse struct {
+	Models        []Model `json:"models"`
+	NextPageToken string  `json:"nextPageToken,omitempty"`
+}
