@@ -210,6 +210,7 @@ func (l *loader) validateProvider(name string, p *Provider) {
 	case !mock:
 		l.errAt(base+".base_url", "required")
 	}
+	l.checkVersionPath(base, p)
 	// An OpenAI-compatible server on one's own machine (vLLM, Ollama,
 	// SGLang) often takes no key: then no Authorization header is sent.
 	// The hosted Anthropic and Gemini APIs always need one.
