@@ -53,12 +53,12 @@ func (s *Server) idempotent(w http.ResponseWriter, r *http.Request, proto Protoc
 	skey := hex.EncodeToString(scope[:])
 	bh := sha256.Sum256(in.body)
 	hash := hex.EncodeToString(bh[:])
-	total := in.snap.Config.Timeouts.Request.D()
-	deadline := time.Now().Add(total)
+	deadline := time.Now().Add(in.snap.Config.Timeouts.Request.D())
+	lease := in.snap.Config.Idempotency.Lease.D()
 	var tick *time.Ticker
 	for {
 		ctx, cancel := context.WithTimeout(r.Context(), time.Second)
-		st, rec, tok, err := s.idem.Claim(ctx, skey, hash, total+30*time.Second)
+		st, rec, tok, err := s.idem.Claim(ctx, skey, hash, lease)
 		cancel()
 		switch {
 		case err != nil:
@@ -67,6 +67,12 @@ func (s *Server) idempotent(w http.ResponseWriter, r *http.Request, proto Protoc
 				Message: "the Idempotency-Key store is unavailable; retry shortly", RetryAfter: time.Second})
 			return
 		case st == idempotency.Replay:
+			// Served to any key of the tenant: it is still a request of
+			// this key, within its own limits (no provider is called).
+			if ref := s.Admission.AdmitReplay(r.Context(), in.id, in.model); ref != nil {
+				s.writeRefusal(w, proto, in.id, ref)
+				return
+			}
 			s.Metrics.Queue.IdempotentReplays.Inc()
 			replay(w, rec)
 			return
@@ -76,7 +82,7 @@ func (s *Server) idempotent(w http.ResponseWriter, r *http.Request, proto Protoc
 				Message: "this Idempotency-Key was already used with a different request body"})
 			return
 		case st == idempotency.Fresh:
-			s.runRecorded(w, r, skey, tok, serve)
+			s.runRecorded(w, r, skey, tok, lease, serve)
 			return
 		}
 		// Pending: the first request is still running; wait for its answer.
@@ -97,17 +103,22 @@ func (s *Server) idempotent(w http.ResponseWriter, r *http.Request, proto Protoc
 	}
 }
 
-// runRecorded serves and stores the answer under the claim.
-func (s *Server) runRecorded(w http.ResponseWriter, r *http.Request, skey, tok string, serve func(http.ResponseWriter)) {
+// runRecorded serves and stores the answer under the claim, renewing the
+// claim's lease while serve runs. A complete answer is stored even when
+// its client hung up the moment it had it: the answer exists, and the
+// client's retry must find it.
+func (s *Server) runRecorded(w http.ResponseWriter, r *http.Request, skey, tok string, lease time.Duration, serve func(http.ResponseWriter)) {
 	limit := int64(1 << 20)
 	if snap := s.snap.Load(); snap != nil {
 		limit = snap.Config.Idempotency.MaxBytes
 	}
 	rw := &recorder{ResponseWriter: w, limit: limit}
+	stop := s.renewClaim(r, skey, tok, lease)
 	serve(rw)
+	stop()
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), time.Second)
 	defer cancel()
-	if !rw.storable() || r.Context().Err() != nil {
+	if !rw.storable() {
 		if err := s.idem.Release(ctx, skey, tok); err != nil {
 			s.Log.WarnContext(r.Context(), "idempotency: cannot release a key", "error", err.Error())
 		}
@@ -117,6 +128,38 @@ func (s *Server) runRecorded(w http.ResponseWriter, r *http.Request, skey, tok s
 	if _, err := s.idem.Finish(ctx, skey, tok, rec); err != nil {
 		s.Log.WarnContext(r.Context(), "idempotency: answer not stored", "error", err.Error())
 	}
+}
+
+// renewClaim renews a claim every third of its lease until stop is
+// called: a live owner keeps its key however long the request runs, a
+// dead one (kill -9) loses it within one lease. A claim found lost is
+// logged; the request goes on (its answer is then not stored).
+func (s *Server) renewClaim(r *http.Request, skey, tok string, lease time.Duration) (stop func()) {
+	done, finished := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(finished)
+		t := time.NewTicker(lease / 3)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+			}
+			ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), lease/3)
+			ok, err := s.idem.Renew(ctx, skey, tok, lease)
+			cancel()
+			switch {
+			case err != nil:
+				// The next tick retries: the lease may outlive a blip.
+				s.Log.WarnContext(r.Context(), "idempotency: cannot renew a claim", "error", err.Error())
+			case !ok:
+				s.Log.WarnContext(r.Context(), "idempotency: the claim lapsed while its request ran; its answer will not be stored")
+				return
+			}
+		}
+	}()
+	return func() { close(done); <-finished }
 }
 
 // replayHeaders are the answer's headers minus those that describe this
