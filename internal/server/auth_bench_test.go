@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+
+	"switchboard/internal/provider"
 )
 
 // BenchmarkCheckToken is the per-request gateway-key check: the presented
@@ -60,7 +62,7 @@ func BenchmarkInspectBody(b *testing.B) {
 			b.SetBytes(int64(len(body)))
 			b.ReportAllocs()
 			for b.Loop() {
-				if model, stream, err := inspectBody(body); err != nil || model != "gpt-4o-mini" || !stream {
+				if model, stream, err := inspectBody(body, provider.Chat); err != nil || model != "gpt-4o-mini" || !stream {
 					b.Fatalf("inspectBody = %q %v %v", model, stream, err)
 				}
 			}

@@ -19,6 +19,7 @@ import (
 	"switchboard/internal/limit"
 	"switchboard/internal/provider"
 	"switchboard/internal/proxy"
+	"switchboard/internal/reqcheck"
 	"switchboard/internal/route"
 	"switchboard/internal/tenant"
 )
@@ -303,8 +304,10 @@ func tooLarge(limit int64) *apiError {
 // inspectBody validates the JSON envelope and reads model and stream
 // (on a refusal: what it read, for the usage row). A
 // duplicate top-level key is refused: parsers disagree on which copy wins,
-// so routing, billing and the upstream could each see another model.
-func inspectBody(body []byte) (model string, stream bool, e *apiError) {
+// so routing, billing and the upstream could each see another model. So
+// is a key differing only by case from a field the gateway reads, or such
+// a field holding a value of another kind (reqcheck), on every endpoint.
+func inspectBody(body []byte, ep provider.Endpoint) (model string, stream bool, e *apiError) {
 	if !jsoncheck.DepthOK(body, jsoncheck.MaxDepth) {
 		return "", false, errInvalid(fmt.Sprintf("request body nests arrays or objects deeper than %d levels", jsoncheck.MaxDepth))
 	}
@@ -346,8 +349,14 @@ func inspectBody(body []byte) (model string, stream bool, e *apiError) {
 		}
 		return true
 	})
+	if e == nil && model != "" {
+		if p := reqcheck.Check(string(ep), root); p != nil {
+			e = errInvalid(p.Message)
+			e.Param = p.Param
+		}
+	}
 	if e != nil {
-		if e.Param == "model" {
+		if strings.EqualFold(e.Param, "model") {
 			model = "" // twice: which one the client meant is the question
 		}
 		return model, stream, e // for the refusal's usage row
@@ -441,7 +450,7 @@ type incoming struct {
 // prepare authenticates, reads and checks the body, takes the logical
 // preparation slot and resolves the model. It writes every refusal itself
 // (nil = answered); the caller releases the slot when the answer ends.
-func (s *Server) prepare(w http.ResponseWriter, r *http.Request, proto Protocol) *incoming {
+func (s *Server) prepare(w http.ResponseWriter, r *http.Request, proto Protocol, ep provider.Endpoint) *incoming {
 	if r.Method != http.MethodPost {
 		methodNotAllowed(w, r, "POST")
 		return nil
@@ -456,7 +465,7 @@ func (s *Server) prepare(w http.ResponseWriter, r *http.Request, proto Protocol)
 		s.refusedUsage(r, id, "", false, aerr.Status)
 		return nil
 	}
-	model, stream, aerr := inspectBody(body)
+	model, stream, aerr := inspectBody(body, ep)
 	if aerr != nil {
 		writeError(w, proto, aerr)
 		s.refusedUsage(r, id, model, stream, aerr.Status)
@@ -555,7 +564,7 @@ func skippedRefusal(fail *proxy.Failure, in *incoming) *admit.Refusal {
 // inference serves the OpenAI endpoints.
 func (s *Server) inference(ep provider.Endpoint) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		in := s.prepare(w, r, OpenAI)
+		in := s.prepare(w, r, OpenAI, ep)
 		if in == nil {
 			return
 		}

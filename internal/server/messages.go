@@ -18,7 +18,7 @@ import (
 // translated to the internal (OpenAI chat) form and routed to any provider
 // type; Anthropic providers get the client's body untranslated.
 func (s *Server) handleMessages(w http.ResponseWriter, r *http.Request) {
-	in := s.prepare(w, r, Anthropic)
+	in := s.prepare(w, r, Anthropic, provider.Messages)
 	if in == nil {
 		return
 	}

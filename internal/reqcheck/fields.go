@@ -1,0 +1,63 @@
+package reqcheck
+
+import "switchboard/internal/jsoncheck"
+
+// topLevel are the request fields the gateway reads at the top level of a
+// body on some endpoint: routing and limits (model, stream, output
+// limits and candidate counts, reasoning budgets), pricing (every field
+// whose cost effect it knows or refuses under a budget), the input text
+// it estimates, and what its translators map. A case variant of any of
+// them is refused on every endpoint.
+var topLevel = []string{
+	"model", "messages", "prompt", "input", "instructions", "system", "systemInstruction", "system_instruction",
+	"contents", "suffix", "echo",
+	"max_tokens", "max_completion_tokens", "max_output_tokens", "generationConfig", "generation_config",
+	"n", "best_of", "bestOf", "candidate_count",
+	"temperature", "top_p", "top_k", "min_p", "stop", "stop_sequences", "presence_penalty", "frequency_penalty",
+	"repetition_penalty", "logit_bias", "logprobs", "top_logprobs", "seed",
+	"stream", "stream_options", "user", "metadata", "store", "safety_identifier", "prompt_cache_key",
+	"prompt_cache_retention", "labels", "safetySettings", "safety_settings", "background", "include", "truncation",
+	"tools", "tool_choice", "parallel_tool_calls", "functions", "function_call", "toolConfig", "tool_config",
+	"response_format", "text", "max_tool_calls",
+	"reasoning", "reasoning_effort", "thinking", "verbosity",
+	"service_tier", "modalities",
+	"previous_response_id", "conversation", "cachedContent", "cached_content",
+	"encoding_format", "dimensions",
+	"web_search_options", "plugins", "container", "mcp_servers", "models", "route", "provider", "transforms",
+	"audio", "prediction",
+}
+
+// Specs of the two inbound protocols: the top level, and the objects
+// under it the gateway reads by name (never free-form ones such as a
+// tool's JSON schema or OpenAI's metadata map).
+var openAI, anthropic = func() (*jsoncheck.Fields, *jsoncheck.Fields) {
+	thinkingConfig := jsoncheck.NewFields("thinkingBudget", "thinking_budget")
+	genConfig := jsoncheck.NewFields("maxOutputTokens", "max_output_tokens", "candidateCount", "candidate_count").
+		Nest("thinkingConfig", thinkingConfig).Nest("thinking_config", thinkingConfig)
+	thinking := jsoncheck.NewFields("type", "budget_tokens")
+	common := func() *jsoncheck.Fields {
+		return jsoncheck.NewFields(topLevel...).Nest("thinking", thinking).
+			Nest("reasoning", jsoncheck.NewFields("effort")).
+			Nest("stream_options", jsoncheck.NewFields("include_usage")).
+			Nest("generationConfig", genConfig).Nest("generation_config", genConfig)
+	}
+
+	part := jsoncheck.NewFields("type", "text").Nest("image_url", jsoncheck.NewFields("url", "detail"))
+	function := jsoncheck.NewFields("name", "description", "parameters", "arguments")
+	message := jsoncheck.NewFields("role", "name", "tool_call_id").Nest("content", part).
+		Nest("tool_calls", jsoncheck.NewFields("id", "type").Nest("function", function))
+	oa := common().Nest("messages", message).
+		Nest("tools", jsoncheck.NewFields("type").Nest("function", function)).
+		Nest("tool_choice", jsoncheck.NewFields("type").Nest("function", jsoncheck.NewFields("name")))
+
+	source := jsoncheck.NewFields("type", "media_type", "data", "url")
+	block := jsoncheck.NewFields("type", "text", "title", "id", "name", "input", "tool_use_id", "is_error",
+		"thinking", "signature", "data", "cache_control").Nest("source", source)
+	block.Nest("content", block) // a tool_result's content holds blocks
+	an := common().Nest("messages", jsoncheck.NewFields("role").Nest("content", block)).
+		Nest("system", block).
+		Nest("tools", jsoncheck.NewFields("type", "name", "description", "input_schema", "cache_control")).
+		Nest("tool_choice", jsoncheck.NewFields("type", "name", "disable_parallel_tool_use")).
+		Nest("metadata", jsoncheck.NewFields("user_id"))
+	return oa, an
+}()
