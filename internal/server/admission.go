@@ -39,14 +39,23 @@ func (s *Server) advise(w http.ResponseWriter, in *incoming, res *proxy.Result) 
 	}
 }
 
-// handleUsage serves GET /v1/usage for the authenticated caller.
+// handleUsage serves GET /v1/usage for the authenticated caller, or with
+// ?tenant=NAME for that tenant (operators: any; a tenant: its own).
 func (s *Server) handleUsage(w http.ResponseWriter, r *http.Request) {
-	snap, id := s.entry(w, r)
+	snap, id := s.viewEntry(w, r)
 	if snap == nil {
 		return
 	}
-	v, err := s.Admission.Usage(r.Context(), id, admit.UsageOptions{Advisory: snap.advisory, Providers: tenant.Operator(id),
-		ByModel: !tenant.Operator(id), Key: true})
+	opts := admit.UsageOptions{Advisory: snap.advisory, Providers: tenant.Operator(id), ByModel: !tenant.Operator(id), Key: true}
+	if name := r.URL.Query().Get("tenant"); name != "" {
+		t, aerr := s.usageTenant(id, name)
+		if aerr != nil {
+			writeError(w, OpenAI, aerr)
+			return
+		}
+		id, opts.Key = t, false // the tenant's standing, not one of its keys'
+	}
+	v, err := s.Admission.Usage(r.Context(), id, opts)
 	if err != nil {
 		// The store's error names its address: the log has it.
 		s.Log.WarnContext(r.Context(), "usage unavailable", "error", err.Error())

@@ -110,7 +110,7 @@ func topTenants(all []*tenant.Identity, byTenant map[string]usagelog.Group) []*t
 // tenant's spend against its budget; a tenant gets the model names and
 // its own usage.
 func (s *Server) handleDashboardData(w http.ResponseWriter, r *http.Request) {
-	snap, id := s.entry(w, r)
+	snap, id := s.viewEntry(w, r)
 	if snap == nil {
 		return
 	}

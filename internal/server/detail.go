@@ -68,7 +68,7 @@ func toDetailMetrics(m route.Metrics) detailMetrics {
 // (and to everyone when auth is off); a tenant gets the status and the
 // models it may call (its own usage is GET /v1/usage).
 func (s *Server) handleHealthDetail(w http.ResponseWriter, r *http.Request) {
-	snap, id := s.entry(w, r)
+	snap, id := s.viewEntry(w, r)
 	if snap == nil {
 		return
 	}
