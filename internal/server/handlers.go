@@ -520,7 +520,7 @@ func (s *Server) failed(w http.ResponseWriter, r *http.Request, proto Protocol, 
 	case fail.Refusal != nil:
 		s.writeRefusal(w, proto, in.id, skippedRefusal(fail, in))
 	default:
-		writeFailure(w, proto, fail, in.snap.secrets)
+		writeFailure(w, proto, fail, in.snap.secrets, s.untried(r, in, fail))
 	}
 }
 
