@@ -7,6 +7,8 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+
+	"switchboard/internal/store/redistest"
 )
 
 // checkFile runs `switchboard check` on yaml written to a file.
@@ -130,5 +132,27 @@ timeouts: {read: 300, request: 600s}
 		if strings.Contains(stdout, quiet) {
 			t.Errorf("a warning about %s:\n%s", quiet, stdout)
 		}
+	}
+}
+
+// `switchboard queue stats` works from SWITCHBOARD_REDIS_URL alone when no
+// config file is at hand; a config named but missing is still an error.
+func TestQueueStatsFromTheEnvironment(t *testing.T) {
+	srv := redistest.Start(t)
+	t.Chdir(t.TempDir()) // no config/config.yaml here
+	t.Setenv("CONFIG_FILE", "")
+	t.Setenv("SWITCHBOARD_REDIS_URL", srv.URL)
+	var out, errb bytes.Buffer
+	if code := run([]string{"queue", "stats"}, &out, &errb); code != 0 || !strings.Contains(out.String(), `"waiting"`) {
+		t.Fatalf("exit %d: %s%s", code, out.String(), errb.String())
+	}
+	out.Reset()
+	errb.Reset()
+	if code := run([]string{"queue", "stats", "--config", "missing.yaml"}, &out, &errb); code != 1 || !strings.Contains(errb.String(), "missing.yaml") {
+		t.Fatalf("a named config that is missing: exit %d: %s", code, errb.String())
+	}
+	t.Setenv("SWITCHBOARD_REDIS_URL", "")
+	if code := run([]string{"queue", "stats"}, &out, &errb); code != 1 {
+		t.Fatalf("neither a config nor the variable: exit %d", code)
 	}
 }
