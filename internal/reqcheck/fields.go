@@ -1,31 +1,16 @@
 package reqcheck
 
-import "switchboard/internal/jsoncheck"
+import (
+	"switchboard/internal/jsoncheck"
+	"switchboard/internal/spend"
+)
 
 // topLevel are the request fields the gateway reads at the top level of a
-// body on some endpoint: routing and limits (model, stream, output
-// limits and candidate counts, reasoning budgets), pricing (every field
-// whose cost effect it knows or refuses under a budget), the input text
-// it estimates, and what its translators map. A case variant of any of
-// them is refused on every endpoint.
-var topLevel = []string{
-	"model", "messages", "prompt", "input", "instructions", "system", "systemInstruction", "system_instruction",
-	"contents", "suffix", "echo",
-	"max_tokens", "max_completion_tokens", "max_output_tokens", "generationConfig", "generation_config",
-	"n", "best_of", "bestOf", "candidate_count",
-	"temperature", "top_p", "top_k", "min_p", "stop", "stop_sequences", "presence_penalty", "frequency_penalty",
-	"repetition_penalty", "logit_bias", "logprobs", "top_logprobs", "seed",
-	"stream", "stream_options", "user", "metadata", "store", "safety_identifier", "prompt_cache_key",
-	"prompt_cache_retention", "labels", "safetySettings", "safety_settings", "background", "include", "truncation",
-	"tools", "tool_choice", "parallel_tool_calls", "functions", "function_call", "toolConfig", "tool_config",
-	"response_format", "text", "max_tool_calls",
-	"reasoning", "reasoning_effort", "thinking", "verbosity",
-	"service_tier", "modalities",
-	"previous_response_id", "conversation", "cachedContent", "cached_content",
-	"encoding_format", "dimensions",
-	"web_search_options", "plugins", "container", "mcp_servers", "models", "route", "provider", "transforms",
-	"audio", "prediction",
-}
+// body on some endpoint: every field pricing reads by name (content,
+// output limits, sampling, tools, reasoning...), and the candidate counts
+// the token estimate reads under other spellings. A case variant of any
+// of them is refused on every endpoint.
+var topLevel = append(spend.RequestFields(), "bestOf", "candidate_count")
 
 // Specs of the two inbound protocols: the top level, and the objects
 // under it the gateway reads by name (never free-form ones such as a
