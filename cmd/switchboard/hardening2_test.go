@@ -50,7 +50,7 @@ func TestCheckEndlessFiles(t *testing.T) {
 			t.Fatalf("check %s: exit %d, %s", filepath.Base(path), code, errb.String())
 		}
 		runtime.ReadMemStats(&after)
-		if grown := after.TotalAlloc - before.TotalAlloc; grown > 300<<20 {
+		if grown := after.TotalAlloc - before.TotalAlloc; grown > 1<<30 { // the bound and io.ReadAll's doubling; unbounded, the process ran out of memory
 			t.Errorf("check %s allocated %d MiB", filepath.Base(path), grown>>20)
 		}
 	}
