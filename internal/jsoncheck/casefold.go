@@ -27,6 +27,17 @@ func NewFields(names ...string) *Fields {
 	return f
 }
 
+// Add adds names not in f yet (a name already there keeps its nesting);
+// it returns f.
+func (f *Fields) Add(names ...string) *Fields {
+	for _, n := range names {
+		if _, ok := f.byFold[fold(n)]; !ok {
+			f.byFold[fold(n)] = member{name: n}
+		}
+	}
+	return f
+}
+
 // Nest makes sub the fields of the value of name (added if new); it
 // returns f. sub may be f itself or an ancestor (nested blocks).
 func (f *Fields) Nest(name string, sub *Fields) *Fields {

@@ -3,6 +3,7 @@ package reqcheck
 import (
 	"switchboard/internal/jsoncheck"
 	"switchboard/internal/spend"
+	"switchboard/internal/translate"
 )
 
 // topLevel are the request fields the gateway reads at the top level of a
@@ -39,7 +40,8 @@ var openAI, anthropic = func() (*jsoncheck.Fields, *jsoncheck.Fields) {
 	block := jsoncheck.NewFields("type", "text", "title", "id", "name", "input", "tool_use_id", "is_error",
 		"thinking", "signature", "data", "cache_control").Nest("source", source)
 	block.Nest("content", block) // a tool_result's content holds blocks
-	an := common().Nest("messages", jsoncheck.NewFields("role").Nest("content", block)).
+	// What the /v1/messages translation reads besides pricing's fields.
+	an := common().Add(translate.MessagesFields()...).Nest("messages", jsoncheck.NewFields("role").Nest("content", block)).
 		Nest("system", block).
 		Nest("tools", jsoncheck.NewFields("type", "name", "description", "input_schema", "cache_control")).
 		Nest("tool_choice", jsoncheck.NewFields("type", "name", "disable_parallel_tool_use")).

@@ -57,3 +57,11 @@ func BenchmarkCheck(b *testing.B) {
 		}
 	}
 }
+
+// The Messages spec covers what the translation reads beyond pricing.
+func TestMessagesTranslationFields(t *testing.T) {
+	p := Check(Messages, gjson.Parse(`{"model":"m","max_tokens":5,"messages":[],"output_config":{},"Output_Config":{}}`))
+	if p == nil || p.Param != "Output_Config" {
+		t.Fatalf("%+v", p)
+	}
+}
