@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"time"
 	"unsafe"
@@ -327,15 +328,26 @@ func inspectBody(body []byte, ep provider.Endpoint) (model string, stream bool, 
 	}
 	var seen [16]string
 	keys := seen[:0]
+	var many map[string]bool // past 16 keys: a scan per key would be quadratic (200k keys held a core for minutes)
 	root.ForEach(func(k, v gjson.Result) bool {
-		for _, s := range keys {
-			if s == k.Str {
-				e = errInvalid(fmt.Sprintf("duplicate key %q in the request body", k.Str))
-				e.Param = k.Str
-				return false
+		dup := many[k.Str]
+		if many == nil {
+			dup = slices.Contains(keys, k.Str)
+			if keys = append(keys, k.Str); len(keys) > len(seen) {
+				many = make(map[string]bool, 2*len(keys))
+				for _, s := range keys {
+					many[s] = true
+				}
 			}
 		}
-		keys = append(keys, k.Str)
+		if dup {
+			e = errInvalid(fmt.Sprintf("duplicate key %q in the request body", shown(k.Str)))
+			e.Param = shown(k.Str)
+			return false
+		}
+		if many != nil {
+			many[k.Str] = true
+		}
 		switch k.Str {
 		case "model":
 			if v.Type == gjson.String {

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/tidwall/gjson"
 )
@@ -108,5 +109,28 @@ func TestFieldsTheGatewayReadsAreChecked(t *testing.T) {
 	}
 	if n := calls.Load(); n != 0 {
 		t.Fatalf("the upstream was called %d times", n)
+	}
+}
+
+// Found by the outside attack: a body of 200,000 distinct top-level keys
+// (2.3 MB, under the body limit) held a core for minutes in the duplicate
+// check, which compared each key with every one before it. It is answered
+// at once, and a duplicate among many keys is still found.
+func TestWideBodyIsCheckedInLinearTime(t *testing.T) {
+	g := startGateway(t, mockYAML("m", "a"))
+	var b strings.Builder
+	b.WriteString(`{"model":"m","messages":[{"role":"user","content":"hi"}]`)
+	for i := range 200_000 {
+		fmt.Fprintf(&b, `,"k%d":0`, i)
+	}
+	start := time.Now()
+	if a := g.post("/v1/chat/completions", b.String()+"}"); a.Status != 200 {
+		t.Fatalf("%d %.300s", a.Status, a.Body)
+	}
+	if d := time.Since(start); d > 10*time.Second {
+		t.Errorf("200,000 keys took %s", d)
+	}
+	if a := g.post("/v1/chat/completions", b.String()+`,"k7":1}`); a.Status != 400 || gjson.Get(a.Body, "error.param").String() != "k7" {
+		t.Fatalf("a duplicate among many keys: %d %.300s", a.Status, a.Body)
 	}
 }
