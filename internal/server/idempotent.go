@@ -54,7 +54,7 @@ func (s *Server) idempotent(w http.ResponseWriter, r *http.Request, proto Protoc
 	bh := sha256.Sum256(in.body)
 	hash := hex.EncodeToString(bh[:])
 	deadline := time.Now().Add(in.snap.Config.Timeouts.Request.D())
-	lease := in.snap.Config.Idempotency.Lease.D()
+	lease := max(in.snap.Config.Idempotency.Lease.D(), time.Second) // validated; never a zero lease
 	var tick *time.Ticker
 	for {
 		ctx, cancel := context.WithTimeout(r.Context(), time.Second)
