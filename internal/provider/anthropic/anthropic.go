@@ -62,7 +62,7 @@ func (p *Provider) NativeBody(req *provider.Request) (string, []byte, bool) {
 // post sends body to /messages. A non-2xx answer is returned with its body
 // read, for the caller to reshape.
 func (p *Provider) post(ctx context.Context, req *provider.Request, body []byte) (*http.Response, []byte, error) {
-	hr, err := p.NewRequest(ctx, p.Base+"/messages", req, body)
+	hr, err := p.NewRequest(ctx, p.URL("messages"), req, body)
 	if err != nil {
 		return nil, nil, err
 	}

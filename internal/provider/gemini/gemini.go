@@ -69,12 +69,13 @@ func (p *Provider) Send(ctx context.Context, req *provider.Request) (*provider.R
 	if model == "" {
 		model = t.Model()
 	}
-	u := p.Base + "/models/" + url.PathEscape(strings.TrimPrefix(model, "models/"))
+	path := "models/" + url.PathEscape(strings.TrimPrefix(model, "models/"))
 	if req.Stream {
-		u += ":streamGenerateContent?alt=sse"
+		path += ":streamGenerateContent?alt=sse"
 	} else {
-		u += ":generateContent"
+		path += ":generateContent"
 	}
+	u := p.URL(path)
 	hr, err := p.NewRequest(ctx, u, req, t.Body())
 	if err != nil {
 		return nil, err

@@ -29,7 +29,7 @@ func New(c *config.Provider, client *http.Client) *Provider {
 
 // Send forwards one attempt.
 func (p *Provider) Send(ctx context.Context, req *provider.Request) (*provider.Response, error) {
-	hr, err := p.NewRequest(ctx, p.Base+"/"+string(req.Endpoint), req, req.Body)
+	hr, err := p.NewRequest(ctx, p.URL(string(req.Endpoint)), req, req.Body)
 	if err != nil {
 		return nil, err
 	}
