@@ -92,6 +92,7 @@ func (l *loader) applyDefaults(c *Config) {
 		base := "providers." + name
 		pr.Name = name
 		setDefault(l, base+".type", &pr.Type, TypeOpenAI)
+		l.cloudDefaults(base, pr)
 		if pr.Mock == nil && pr.Type == TypeMock {
 			pr.Mock = &Mock{}
 		}
