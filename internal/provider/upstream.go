@@ -16,9 +16,9 @@ type Upstream struct {
 	Name string
 	// Base is the API root without a trailing slash and without the query
 	// base_url may carry (Azure's ?api-version=...), which is in query.
-	Base  string
-	query string
-	Keys  []string
+	Base   string
+	query  string
+	Keys   []string
 	Header http.Header
 	Client *http.Client
 	next   atomic.Uint64

@@ -54,7 +54,7 @@ type Cache struct {
 	// failed one (Unix ns).
 	quiet atomic.Int64
 	mu    sync.Mutex
-	run *call // the fetch in flight, nil when none
+	run   *call // the fetch in flight, nil when none
 }
 
 // entry is the current token and when to replace it.
