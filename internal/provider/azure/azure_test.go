@@ -212,11 +212,10 @@ func TestEntraClientSecret(t *testing.T) {
 	}
 	// 57 minutes on: inside the 5-minute margin, replaced in the background.
 	clk.Advance(57 * time.Minute)
-	ok("in the margin")
-	waitFor(t, func() bool { return entra.n.Load() == 2 })
-	if got := ok("after the refresh"); got != "Bearer entra-token-2" {
-		t.Fatalf("after the refresh: %q", got)
+	if got := ok("in the margin"); got != first {
+		t.Fatalf("the request in the margin waited for a new token: %q", got)
 	}
+	waitFor(t, func() bool { return ok("after the refresh") == "Bearer entra-token-2" })
 	// Revoked at the API: a 401, the token dropped, the next attempt
 	// gets a new one.
 	entra.revoke()
