@@ -5,6 +5,7 @@
 //
 //	openai_anthropic.go  OpenAI client -> Anthropic upstream (and back)
 //	openai_gemini.go     OpenAI client -> Gemini upstream (and back)
+//	openai_converse.go   OpenAI client -> Bedrock Converse upstream (and back)
 //	anthropic_openai.go  Anthropic client (/v1/messages) -> internal form (and back)
 //
 // Translators are per-request values. They hold only what the answer side
