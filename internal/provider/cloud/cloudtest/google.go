@@ -166,3 +166,8 @@ func (g *Google) Issued() int {
 	defer g.mu.Unlock()
 	return g.n
 }
+
+func sha256hex(b []byte) string {
+	h := sha256.Sum256(b)
+	return fmt.Sprintf("%x", h[:])
+}
