@@ -89,7 +89,8 @@ func present(r gjson.Result) bool { return r.Exists() && r.Type != gjson.Null }
 // Limits are the output limit and candidate count a body states.
 type Limits struct {
 	// Output is the first unsigned integer among max_completion_tokens,
-	// max_tokens, max_output_tokens and generationConfig.maxOutputTokens;
+	// max_tokens, max_output_tokens and generationConfig.maxOutputTokens
+	// (Bedrock Converse: inferenceConfig.maxTokens);
 	// HasOutput is false when none is given (or all are null), or when
 	// any of them is 0, which providers do not honour as a limit.
 	Output    int64
@@ -102,7 +103,8 @@ type Limits struct {
 	// then the maximum.
 	OutputMaxed, CandidatesMaxed bool
 	// Reasoning is the largest native reasoning budget the body states:
-	// Anthropic's thinking.budget_tokens, Gemini's
+	// Anthropic's thinking.budget_tokens (also under Converse's
+	// additionalModelRequestFields), Gemini's
 	// generationConfig.thinkingConfig.thinkingBudget, or OpenAI's
 	// reasoning_effort as Gemini maps it (low 1024, medium 8192, high
 	// 24576 tokens). Reasoning is billed as output, so it counts in the
@@ -151,6 +153,16 @@ func ReadLimits(body []byte) Limits {
 			l.Reasoning = max(l.Reasoning, effortBudget[v.String()])
 		case key == "reasoning":
 			l.Reasoning = max(l.Reasoning, effortBudget[v.Get("effort").String()])
+		case key == "inferenceConfig":
+			// Bedrock Converse: the limit and, for Claude, the thinking
+			// budget in the model's own fields.
+			if mt := v.Get("maxTokens"); present(mt) {
+				outs[3] = mt
+			}
+		case key == "additionalModelRequestFields":
+			if b, ok := UnsignedInt(v.Get("thinking.budget_tokens")); ok {
+				l.Reasoning = max(l.Reasoning, b)
+			}
 		case key == "generationConfig" || key == "generation_config":
 			v.ForEach(func(gk, gv gjson.Result) bool {
 				switch n := gk.String(); {

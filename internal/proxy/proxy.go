@@ -364,7 +364,14 @@ func (p *Proxy) tryProvider(ctx context.Context, c *Call, cand *route.Candidate,
 			// failure, and no pause, so the same provider is tried again.
 			p.observe(cand, health.Neutral)
 		} else if !perr.Retryable() {
-			p.observe(cand, health.Neutral)
+			// Not tried again here; a refused credential (the provider's
+			// own key or token, never the client's) is this provider's
+			// fault and counts toward its circuit.
+			if credentialRefused(perr) {
+				p.observe(cand, health.Failure)
+			} else {
+				p.observe(cand, health.Neutral)
+			}
 			return nil, false, perr.Kind == provider.KindHTTP && perr.Status >= 400 && perr.Status < 500
 		} else {
 			p.observe(cand, health.Failure)
@@ -680,7 +687,9 @@ func (p *Proxy) send(ctx context.Context, c *Call, cand *route.Candidate, req *p
 // entry's headers over the forwarded client headers.
 func (p *Proxy) request(c *Call, cand *route.Candidate) (req *provider.Request, native, strip bool, _ *provider.Error) {
 	ep, body := c.Endpoint, c.Body
-	if c.Native != nil && cand.Type == "anthropic" {
+	// Anthropic to Anthropic (a cloud's Claude included): the client's
+	// body, untranslated.
+	if c.Native != nil && (cand.Type == "anthropic" || provider.TakesMessages(cand.Send, cand.Model)) {
 		ep, body, native = provider.Messages, c.Native, true
 	}
 	var err error
@@ -692,7 +701,7 @@ func (p *Proxy) request(c *Call, cand *route.Candidate) (req *provider.Request, 
 	if err != nil {
 		return nil, false, false, &provider.Error{Kind: provider.KindBadResponse, Msg: "cannot rewrite model", Err: err}
 	}
-	if c.Meter && c.Stream && ep == provider.Chat && (cand.Type == "openai" || cand.Type == "mock") {
+	if c.Meter && c.Stream && ep == provider.Chat && (cand.Type == "openai" || cand.Type == "mock" || cand.Type == "azure") {
 		body, strip = spend.WithStreamUsage(body)
 	}
 	// Providers only read these headers, so either set alone is shared.

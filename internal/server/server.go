@@ -28,9 +28,12 @@ import (
 	"switchboard/internal/metrics"
 	"switchboard/internal/provider"
 	"switchboard/internal/provider/anthropic"
+	"switchboard/internal/provider/azure"
+	"switchboard/internal/provider/bedrock"
 	"switchboard/internal/provider/gemini"
 	"switchboard/internal/provider/mock"
 	"switchboard/internal/provider/openai"
+	"switchboard/internal/provider/vertex"
 	"switchboard/internal/proxy"
 	"switchboard/internal/redact"
 	"switchboard/internal/route"
@@ -255,6 +258,12 @@ func (s *Server) build(pc *config.Provider) provider.Provider {
 		return anthropic.New(pc, s.client)
 	case config.TypeGemini:
 		return gemini.New(pc, s.client)
+	case config.TypeAzure:
+		return azure.New(pc, s.client, s.Clock)
+	case config.TypeBedrock:
+		return bedrock.New(pc, s.client)
+	case config.TypeVertex:
+		return vertex.New(pc, s.client, s.Clock)
 	}
 	return openai.New(pc, s.client)
 }
