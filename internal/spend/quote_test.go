@@ -129,6 +129,7 @@ func TestQuoteUnpriceable(t *testing.T) {
 		{"openrouter fallback of unknown price", Request{"or", "openai", "openai/gpt-4o", "chat/completions", []byte(`{"messages":[],"max_tokens":5,"models":["a","b"]}`)}, `fallback model a: no price is known for model "a"`},
 		{"openrouter models not a list of names", Request{"or", "openai", "openai/gpt-4o", "chat/completions", []byte(`{"messages":[],"max_tokens":5,"models":[1]}`)}, "variable routing"},
 		{"unknown native control", Request{"openai", "openai", "gpt-4o", "chat/completions", []byte(`{"messages":[],"max_tokens":5,"guided_json":{}}`)}, `unknown native control "guided_json"`},
+		{"unknown converse model field", Request{"b", "bedrock", "claude-haiku-4-5", "converse", []byte(`{"messages":[],"inferenceConfig":{"maxTokens":5},"additionalModelRequestFields":{"guardrails":{}}}`)}, "additionalModelRequestFields.guardrails"},
 		{"unknown generationConfig control", Request{"g", "gemini", "gemini-2.5-pro", "chat/completions", []byte(`{"contents":[],"generationConfig":{"maxOutputTokens":5,"speechConfig":{}}}`)}, "generationConfig.speechConfig"},
 		{"image output", Request{"g", "gemini", "gemini-2.5-flash", "chat/completions", []byte(`{"contents":[],"generationConfig":{"maxOutputTokens":5,"responseModalities":["TEXT","IMAGE"]}}`)}, "modalities"},
 		{"not an object", Request{"openai", "openai", "gpt-4o", "chat/completions", []byte(`[1]`)}, "not a JSON object"},
@@ -145,6 +146,8 @@ func TestQuoteUnpriceable(t *testing.T) {
 	for _, body := range []string{
 		`{"messages":[],"max_tokens":5,"tools":[{"type":"function","function":{"name":"f"}}],"service_tier":"flex","modalities":["text"]}`,
 		`{"messages":[],"max_tokens":5,"tools":[{"name":"get","input_schema":{}},{"type":"bash_20250124","name":"bash"}]}`,
+		`{"messages":[],"max_tokens":5,"anthropic_version":"bedrock-2023-05-31","anthropic_beta":["x"]}`,
+		`{"messages":[],"inferenceConfig":{"maxTokens":5},"additionalModelRequestFields":{"thinking":{"type":"enabled","budget_tokens":1024},"top_k":5}}`,
 	} {
 		if q := c.Quote(Request{"openai", "openai", "gpt-4o", "chat/completions", []byte(body)}); !q.Priced {
 			t.Errorf("%s: %s", body, q.Reason)
