@@ -104,7 +104,8 @@ func CredentialError(ctx context.Context, name, cloudName string, status int, re
 	if status == 0 && errors.As(err, &sc) {
 		status = sc.HTTPStatusCode()
 	}
-	var ne net.Error
+	var oe *net.OpError
+	var dns *net.DNSError
 	var ue *url.Error
 	switch {
 	case errors.Is(err, bearer.ErrWait) || errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil:
@@ -113,7 +114,9 @@ func CredentialError(ctx context.Context, name, cloudName string, status int, re
 		return provider.TransportError(ctx, ctx.Err())
 	case status >= 500:
 		return &provider.Error{Kind: provider.KindTransport, Msg: "the " + cloudName + " credential source failed: " + Clean(err.Error()), Err: err}
-	case status == 0 && (errors.As(err, &ne) || errors.As(err, &ue)):
+	case status == 0 && (errors.As(err, &oe) || errors.As(err, &dns) || errors.As(err, &ue)):
+		// Not any net.Error: a missing key file (*fs.PathError) has
+		// Timeout() too, and is a bad credential, not a network failure.
 		return &provider.Error{Kind: provider.KindTransport, Msg: "cannot reach the " + cloudName + " credential source", Err: err}
 	}
 	if reason == "" {
