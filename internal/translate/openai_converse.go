@@ -207,11 +207,7 @@ func converseMessages(msgs []openai.Message, out *converse.Request) error {
 		field := fmt.Sprintf("messages[%d]", i)
 		switch m.Role {
 		case "system", "developer":
-			parts, err := contentParts(m.Content, field+".content")
-			if err != nil {
-				return err
-			}
-			s, err := textOnly(parts, field+".content")
+			s, err := messageText(m, field)
 			if err != nil {
 				return err
 			}
@@ -332,11 +328,7 @@ func documentName(filename string, n int) string {
 }
 
 func converseAssistant(m openai.Message, field string) ([]converse.Block, error) {
-	parts, err := contentParts(m.Content, field+".content")
-	if err != nil {
-		return nil, err
-	}
-	text, err := textOnly(parts, field+".content")
+	text, err := messageText(m, field)
 	if err != nil {
 		return nil, err
 	}
@@ -345,11 +337,7 @@ func converseAssistant(m openai.Message, field string) ([]converse.Block, error)
 		blocks = append(blocks, converse.Block{Text: ptr(text)})
 	}
 	for j, tc := range m.ToolCalls {
-		f := fmt.Sprintf("%s.tool_calls[%d]", field, j)
-		if tc.Type != "" && tc.Type != "function" {
-			return nil, fieldErr(f+".type", "only function tool calls are supported")
-		}
-		input, err := jsonObject(tc.Function.Arguments, f+".function.arguments")
+		input, err := toolCallInput(tc, fmt.Sprintf("%s.tool_calls[%d]", field, j))
 		if err != nil {
 			return nil, err
 		}

@@ -217,11 +217,7 @@ func geminiContents(msgs []openai.Message, out *gemini.Request) error {
 		field := fmt.Sprintf("messages[%d]", i)
 		switch m.Role {
 		case "system", "developer":
-			parts, err := contentParts(m.Content, field+".content")
-			if err != nil {
-				return err
-			}
-			s, err := textOnly(parts, field+".content")
+			s, err := messageText(m, field)
 			if err != nil {
 				return err
 			}
@@ -235,11 +231,7 @@ func geminiContents(msgs []openai.Message, out *gemini.Request) error {
 			}
 			add("user", parts)
 		case "assistant":
-			parts, err := contentParts(m.Content, field+".content")
-			if err != nil {
-				return err
-			}
-			text, err := textOnly(parts, field+".content")
+			text, err := messageText(m, field)
 			if err != nil {
 				return err
 			}
@@ -268,11 +260,7 @@ func geminiContents(msgs []openai.Message, out *gemini.Request) error {
 			if !ok {
 				return fieldErr(field+".tool_call_id", "does not answer a tool call of an earlier assistant message (gemini needs the function name)")
 			}
-			parts, err := contentParts(m.Content, field+".content")
-			if err != nil {
-				return err
-			}
-			text, err := textOnly(parts, field+".content")
+			text, err := messageText(m, field)
 			if err != nil {
 				return err
 			}

@@ -293,6 +293,26 @@ func contentParts(raw json.RawMessage, field string) ([]openai.ContentPart, erro
 	return parts, nil
 }
 
+// messageText is the text of message m at field (its content: a string
+// or text parts, anything else refused), as system messages and
+// assistant turns carry it to every target.
+func messageText(m openai.Message, field string) (string, error) {
+	parts, err := contentParts(m.Content, field+".content")
+	if err != nil {
+		return "", err
+	}
+	return textOnly(parts, field+".content")
+}
+
+// toolCallInput is a function tool call's arguments as the JSON object
+// targets that take structured input want; field names the call.
+func toolCallInput(tc openai.ToolCall, field string) (json.RawMessage, error) {
+	if tc.Type != "" && tc.Type != "function" {
+		return nil, fieldErr(field+".type", "only function tool calls are supported")
+	}
+	return jsonObject(tc.Function.Arguments, field+".function.arguments")
+}
+
 // textOnly joins the text of parts, refusing anything else.
 func textOnly(parts []openai.ContentPart, field string) (string, error) {
 	var sb strings.Builder

@@ -23,6 +23,7 @@ import (
 	"switchboard/internal/provider"
 	"switchboard/internal/provider/bearer"
 	"switchboard/internal/provider/cloud"
+	"switchboard/internal/provider/openai"
 	"switchboard/internal/translate"
 )
 
@@ -104,19 +105,8 @@ func (p *Provider) Send(ctx context.Context, req *provider.Request) (*provider.R
 		}
 		return nil, cloud.Refused(resp.StatusCode, resp.Header, body)
 	}
-	ct := resp.Header.Get("Content-Type")
-	if req.Stream && provider.IsEventStream(ct) {
-		// Relayed as it is: Azure's first chunk (prompt_filter_results,
-		// no choices) and its content_filter_results ride along.
-		return &provider.Response{Status: resp.StatusCode, Header: resp.Header, Body: resp.Body, Stream: true}, nil
-	}
-	body, err := provider.ReadUnarySized(ctx, resp.Body, resp.ContentLength)
-	if err != nil {
-		return nil, err
-	}
-	if !provider.IsJSONContentType(ct) || !jsoncheck.Valid(body) {
-		return nil, &provider.Error{Kind: provider.KindBadResponse, Status: resp.StatusCode,
-			Msg: "upstream answered 200 with a body that is not JSON"}
-	}
-	return &provider.Response{Status: resp.StatusCode, Header: resp.Header, Body: provider.JSONBody(body)}, nil
+	// Relayed as OpenAI's: Azure's first stream chunk
+	// (prompt_filter_results, no choices) and its content_filter_results
+	// ride along.
+	return openai.Answer(ctx, req, resp)
 }
