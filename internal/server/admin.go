@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"switchboard/internal/front"
 	"time"
 )
 
@@ -44,7 +45,7 @@ func (s *Server) adminRoutes(mux *http.ServeMux) {
 func (s *Server) withAdminStore(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if s.adminSvc == nil {
-			writeError(w, OpenAI, &apiError{Status: http.StatusServiceUnavailable, Type: "server_error", Code: "store_unavailable",
+			front.WriteError(w, front.OpenAI, &front.Error{Status: http.StatusServiceUnavailable, Type: "server_error", Code: "store_unavailable",
 				Message: "the admin store is not open; see the gateway's log", RetryAfter: time.Second})
 			return
 		}
@@ -61,30 +62,30 @@ func (s *Server) admin(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		snap := s.snap.Load()
 		if snap == nil || s.draining.Load() {
-			writeError(w, OpenAI, &apiError{Status: http.StatusServiceUnavailable, Type: "server_error",
+			front.WriteError(w, front.OpenAI, &front.Error{Status: http.StatusServiceUnavailable, Type: "server_error",
 				Code: "unavailable", Message: "the gateway is starting or shutting down", RetryAfter: time.Second})
 			return
 		}
-		k := presentedKey(r)
-		if snap.adminHash != nil && k != "" && checkToken(k, snap.adminHash) {
+		k := front.PresentedKey(r)
+		if snap.AdminHash != nil && k != "" && checkToken(k, snap.AdminHash) {
 			h(w, r.WithContext(context.WithValue(r.Context(), adminActorKey, AdminTokenActor)))
 			return
 		}
 		id, ok := s.Admission.Authenticate(k)
 		if ok && id == nil { // no key table: /v1 is open, the admin plane is not
-			if snap.adminHash == nil {
-				writeError(w, OpenAI, &apiError{Status: http.StatusForbidden, Type: "permission_error", Code: "admin_disabled",
+			if snap.AdminHash == nil {
+				front.WriteError(w, front.OpenAI, &front.Error{Status: http.StatusForbidden, Type: "permission_error", Code: "admin_disabled",
 					Message: "the admin API needs auth: set auth.admin_token, or configure gateway keys with an admin key (role: admin)"})
 				return
 			}
 			ok = false
 		}
 		if !ok {
-			writeError(w, OpenAI, unauthorized(id, "the admin API needs an admin key (role: admin) or auth.admin_token as a Bearer token"))
+			front.WriteError(w, front.OpenAI, unauthorized(id, "the admin API needs an admin key (role: admin) or auth.admin_token as a Bearer token"))
 			return
 		}
 		if !id.Admin {
-			writeError(w, OpenAI, &apiError{Status: http.StatusForbidden, Type: "permission_error", Code: "admin_required",
+			front.WriteError(w, front.OpenAI, &front.Error{Status: http.StatusForbidden, Type: "permission_error", Code: "admin_required",
 				Message: "this key is a tenant key; the admin API needs an admin key (role: admin) or auth.admin_token"})
 			return
 		}
@@ -130,7 +131,7 @@ func adminParams(w http.ResponseWriter, r *http.Request, known ...string) (url.V
 		default:
 			continue
 		}
-		writeError(w, OpenAI, &apiError{Status: http.StatusBadRequest, Type: "invalid_request_error", Code: "invalid_value",
+		front.WriteError(w, front.OpenAI, &front.Error{Status: http.StatusBadRequest, Type: "invalid_request_error", Code: "invalid_value",
 			Param: name, Message: msg})
 		return nil, false
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"switchboard/internal/admit"
+	"switchboard/internal/front"
 	"switchboard/internal/usagelog"
 )
 
@@ -146,7 +147,7 @@ func (s *Server) handleAdminOverview(w http.ResponseWriter, r *http.Request) {
 		points = append(points, map[string]any{"t": t.UnixMilli(), "model": g.Keys["model"], "requests": g.Requests,
 			"cost_nano_usd": g.CostNano, "tokens": g.PromptTokens + g.CompletionTokens})
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"object": "overview", "timestamp": now.UnixMilli(), "since": since.UnixMilli(),
+	front.WriteJSON(w, http.StatusOK, map[string]any{"object": "overview", "timestamp": now.UnixMilli(), "since": since.UnixMilli(),
 		"usage_log": logOn, "tenants": tenants, "tenants_total": len(all), "tenants_truncated": len(all) > maxDashTenants,
 		"keys": keys, "keys_total": keysTotal, "keys_truncated": keysTotal > maxOverviewKeys, "usage_by_model": points})
 }

@@ -13,6 +13,8 @@ import (
 
 	"switchboard/internal/admin"
 	"switchboard/internal/config"
+	"switchboard/internal/front"
+	"switchboard/internal/snapshot"
 	"switchboard/internal/tenant"
 )
 
@@ -37,7 +39,7 @@ func (s *Server) FollowAdmin(ctx context.Context) {
 }
 
 // adminEnv is what admin changes are checked against in snap's config.
-func adminEnv(snap *Snapshot) *admin.Env {
+func adminEnv(snap *snapshot.Snapshot) *admin.Env {
 	ct := map[string]bool{}
 	for _, keys := range []map[string]*config.KeySpec{snap.Config.Auth.Keys, snap.Config.Auth.FileKeys} {
 		for _, k := range keys {
@@ -65,7 +67,7 @@ func methods(hs map[string]http.HandlerFunc) http.HandlerFunc {
 			h = hs[http.MethodGet]
 		}
 		if h == nil {
-			methodNotAllowed(w, r, strings.Join(allow, ", "))
+			front.MethodNotAllowed(w, r, strings.Join(allow, ", "))
 			return
 		}
 		h(w, r)
@@ -80,33 +82,33 @@ func (s *Server) adminFailed(w http.ResponseWriter, r *http.Request, err error) 
 		if e.Status == http.StatusNotFound {
 			typ = "not_found_error"
 		}
-		writeError(w, OpenAI, &apiError{Status: e.Status, Type: typ, Code: e.Code, Param: e.Param, Message: e.Message})
+		front.WriteError(w, front.OpenAI, &front.Error{Status: e.Status, Type: typ, Code: e.Code, Param: e.Param, Message: e.Message})
 		return
 	}
 	if errors.Is(err, context.Canceled) {
 		return
 	}
 	s.Log.ErrorContext(r.Context(), "admin: store failed", "error", err.Error())
-	writeError(w, OpenAI, &apiError{Status: http.StatusServiceUnavailable, Type: "server_error", Code: "store_unavailable",
+	front.WriteError(w, front.OpenAI, &front.Error{Status: http.StatusServiceUnavailable, Type: "server_error", Code: "store_unavailable",
 		Message: "the admin store did not answer; nothing was changed unless a retry shows it", RetryAfter: time.Second})
 }
 
 // adminBody reads an admin request body (bounded in size and time).
 func (s *Server) adminBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
 	snap := s.snap.Load()
-	b, aerr := readBody(r, w, maxAdminBody, snap.Config.Limits.BodyTimeout.D())
+	b, aerr := front.ReadBody(r, w, maxAdminBody, snap.Config.Limits.BodyTimeout.D())
 	if aerr != nil {
 		if aerr.Code == "request_too_large" { // a fixed bound, not limits.max_request_body
 			aerr.Message = fmt.Sprintf("an admin request body is limited to %d bytes", maxAdminBody)
 		}
-		writeError(w, OpenAI, aerr)
+		front.WriteError(w, front.OpenAI, aerr)
 		return nil, false
 	}
 	return b, true
 }
 
-func readOnly(what, id, origin string) *apiError {
-	return &apiError{Status: http.StatusConflict, Type: "invalid_request_error", Code: "read_only",
+func readOnly(what, id, origin string) *front.Error {
+	return &front.Error{Status: http.StatusConflict, Type: "invalid_request_error", Code: "read_only",
 		Message: fmt.Sprintf("%s %s comes from %s in the config; change it there (the admin API changes only what it issued)", what, id, origin)}
 }
 
@@ -190,7 +192,7 @@ func (s *Server) handleAdminKeys(w http.ResponseWriter, r *http.Request) {
 	case v[0] == "false":
 		hideRevoked = true
 	default:
-		writeError(w, OpenAI, &apiError{Status: 400, Type: "invalid_request_error", Code: "invalid_value", Param: "revoked",
+		front.WriteError(w, front.OpenAI, &front.Error{Status: 400, Type: "invalid_request_error", Code: "invalid_value", Param: "revoked",
 			Message: fmt.Sprintf("revoked: want true or false, got %q", v[0])})
 		return
 	}
@@ -198,7 +200,7 @@ func (s *Server) handleAdminKeys(w http.ResponseWriter, r *http.Request) {
 	if v := q.Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > keysMaxLimit {
-			writeError(w, OpenAI, &apiError{Status: 400, Type: "invalid_request_error", Code: "invalid_value", Param: "limit",
+			front.WriteError(w, front.OpenAI, &front.Error{Status: 400, Type: "invalid_request_error", Code: "invalid_value", Param: "limit",
 				Message: fmt.Sprintf("limit: want an integer between 1 and %d", keysMaxLimit)})
 			return
 		}
@@ -244,8 +246,8 @@ func (s *Server) handleAdminKeys(w http.ResponseWriter, r *http.Request) {
 	if after := q.Get("after"); after != "" {
 		i := slices.IndexFunc(all, func(l listed) bool { return l.id == after })
 		if i < 0 {
-			writeError(w, OpenAI, &apiError{Status: 400, Type: "invalid_request_error", Code: "invalid_value", Param: "after",
-				Message: fmt.Sprintf("after: no key %q (use next_after of the previous page)", shown(after))})
+			front.WriteError(w, front.OpenAI, &front.Error{Status: 400, Type: "invalid_request_error", Code: "invalid_value", Param: "after",
+				Message: fmt.Sprintf("after: no key %q (use next_after of the previous page)", front.Shown(after))})
 			return
 		}
 		all = all[i+1:]
@@ -269,7 +271,7 @@ func (s *Server) handleAdminKeys(w http.ResponseWriter, r *http.Request) {
 	if more {
 		body["next_after"] = all[len(all)-1].id
 	}
-	writeJSON(w, http.StatusOK, body)
+	front.WriteJSON(w, http.StatusOK, body)
 }
 
 // Pages of issued keys: ?limit=1..10000 (default 1000)&after=<key id>.
@@ -281,11 +283,11 @@ const (
 // longID answers 404 for a path id longer than any key id or tenant name
 // can be, echoing it bounded (shown) rather than whole.
 func longID(w http.ResponseWriter, what, id string) bool {
-	if len(id) <= maxShown {
+	if len(id) <= front.MaxShown {
 		return false
 	}
-	writeError(w, OpenAI, &apiError{Status: http.StatusNotFound, Type: "not_found_error", Code: "not_found",
-		Message: fmt.Sprintf("no %s %q", what, shown(id))})
+	front.WriteError(w, front.OpenAI, &front.Error{Status: http.StatusNotFound, Type: "not_found_error", Code: "not_found",
+		Message: fmt.Sprintf("no %s %q", what, front.Shown(id))})
 	return true
 }
 
@@ -297,10 +299,10 @@ func (s *Server) handleAdminKey(w http.ResponseWriter, r *http.Request) {
 	}
 	if ck := s.configKey(id); ck != nil {
 		if r.Method == http.MethodGet || r.Method == http.MethodHead {
-			writeJSON(w, http.StatusOK, configKeyView(ck))
+			front.WriteJSON(w, http.StatusOK, configKeyView(ck))
 			return
 		}
-		writeError(w, OpenAI, readOnly("key", id, ck.Origin))
+		front.WriteError(w, front.OpenAI, readOnly("key", id, ck.Origin))
 		return
 	}
 	ctx, actor := r.Context(), adminActor(r.Context())
@@ -319,7 +321,7 @@ func (s *Server) handleAdminKey(w http.ResponseWriter, r *http.Request) {
 		var st *admin.State
 		if st, err = s.adminSvc.Load(ctx); err == nil {
 			if k = st.Keys[id]; k == nil {
-				err = &admin.Error{Status: http.StatusNotFound, Code: "not_found", Message: fmt.Sprintf("no key %q", shown(id))}
+				err = &admin.Error{Status: http.StatusNotFound, Code: "not_found", Message: fmt.Sprintf("no key %q", front.Shown(id))}
 			}
 		}
 	}
@@ -327,7 +329,7 @@ func (s *Server) handleAdminKey(w http.ResponseWriter, r *http.Request) {
 		s.adminFailed(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, issuedKeyView(k))
+	front.WriteJSON(w, http.StatusOK, issuedKeyView(k))
 }
 
 // handleAdminKeyAction runs POST /admin/v1/keys/{id}/revoke or /rotate.
@@ -337,12 +339,12 @@ func (s *Server) handleAdminKeyAction(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if action != "revoke" && action != "rotate" {
-		writeError(w, OpenAI, &apiError{Status: http.StatusNotFound, Type: "invalid_request_error", Code: "not_found",
+		front.WriteError(w, front.OpenAI, &front.Error{Status: http.StatusNotFound, Type: "invalid_request_error", Code: "not_found",
 			Message: fmt.Sprintf("no action %q on a key; use revoke or rotate", action)})
 		return
 	}
 	if ck := s.configKey(id); ck != nil {
-		writeError(w, OpenAI, readOnly("key", id, ck.Origin))
+		front.WriteError(w, front.OpenAI, readOnly("key", id, ck.Origin))
 		return
 	}
 	body, ok := s.adminBody(w, r)
@@ -352,7 +354,7 @@ func (s *Server) handleAdminKeyAction(w http.ResponseWriter, r *http.Request) {
 	ctx, actor := r.Context(), adminActor(r.Context())
 	if action == "revoke" {
 		if len(strings.TrimSpace(string(body))) > 0 && strings.TrimSpace(string(body)) != "{}" {
-			writeError(w, OpenAI, &apiError{Status: http.StatusBadRequest, Type: "invalid_request_error", Code: "unknown_field",
+			front.WriteError(w, front.OpenAI, &front.Error{Status: http.StatusBadRequest, Type: "invalid_request_error", Code: "unknown_field",
 				Message: "revoke takes no fields"})
 			return
 		}
@@ -361,7 +363,7 @@ func (s *Server) handleAdminKeyAction(w http.ResponseWriter, r *http.Request) {
 			s.adminFailed(w, r, err)
 			return
 		}
-		writeJSON(w, http.StatusOK, issuedKeyView(k))
+		front.WriteJSON(w, http.StatusOK, issuedKeyView(k))
 		return
 	}
 	is, err := s.adminSvc.RotateKey(ctx, actor, id, body)
@@ -378,7 +380,7 @@ func (s *Server) writeIssue(w http.ResponseWriter, r *http.Request, status int, 
 	v := issuedKeyView(is.Key)
 	v.Secret = is.Secret
 	w.Header().Set("Cache-Control", "no-store")
-	writeJSON(w, status, v)
+	front.WriteJSON(w, status, v)
 }
 
 // tenantView is a tenant as the admin API shows it.
@@ -404,7 +406,7 @@ func issuedTenantView(t *admin.Tenant) tenantView {
 }
 
 // configTenants are the config's tenants, by name, from its keys.
-func configTenants(snap *Snapshot) map[string]tenantView {
+func configTenants(snap *snapshot.Snapshot) map[string]tenantView {
 	out := map[string]tenantView{}
 	for origin, keys := range map[string]map[string]*config.KeySpec{tenant.OriginConfig: snap.Config.Auth.Keys,
 		tenant.OriginKeysFile: snap.Config.Auth.FileKeys} {
@@ -433,7 +435,7 @@ func (s *Server) handleAdminTenants(w http.ResponseWriter, r *http.Request) {
 			s.adminFailed(w, r, err)
 			return
 		}
-		writeJSON(w, http.StatusCreated, issuedTenantView(t))
+		front.WriteJSON(w, http.StatusCreated, issuedTenantView(t))
 		return
 	}
 	if _, ok := adminParams(w, r); !ok {
@@ -452,7 +454,7 @@ func (s *Server) handleAdminTenants(w http.ResponseWriter, r *http.Request) {
 		out = append(out, issuedTenantView(t))
 	}
 	slices.SortFunc(out, func(a, b tenantView) int { return strings.Compare(a.Name, b.Name) })
-	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": out})
+	front.WriteJSON(w, http.StatusOK, map[string]any{"object": "list", "data": out})
 }
 
 // handleAdminTenant shows (GET), updates (PATCH) or deletes (DELETE) one.
@@ -470,10 +472,10 @@ func (s *Server) handleAdminTenant(w http.ResponseWriter, r *http.Request) {
 	if st.Tenants[name] == nil {
 		if v, ok := configTenants(s.snap.Load())[name]; ok {
 			if r.Method == http.MethodGet || r.Method == http.MethodHead {
-				writeJSON(w, http.StatusOK, v)
+				front.WriteJSON(w, http.StatusOK, v)
 				return
 			}
-			writeError(w, OpenAI, readOnly("tenant", strconv.Quote(name), v.Source))
+			front.WriteError(w, front.OpenAI, readOnly("tenant", strconv.Quote(name), v.Source))
 			return
 		}
 	}
@@ -488,20 +490,20 @@ func (s *Server) handleAdminTenant(w http.ResponseWriter, r *http.Request) {
 			s.adminFailed(w, r, err)
 			return
 		}
-		writeJSON(w, http.StatusOK, issuedTenantView(t))
+		front.WriteJSON(w, http.StatusOK, issuedTenantView(t))
 	case http.MethodDelete:
 		if err := s.adminSvc.DeleteTenant(ctx, actor, name); err != nil {
 			s.adminFailed(w, r, err)
 			return
 		}
-		writeJSON(w, http.StatusOK, map[string]any{"name": name, "object": "tenant", "deleted": true})
+		front.WriteJSON(w, http.StatusOK, map[string]any{"name": name, "object": "tenant", "deleted": true})
 	default:
 		t := st.Tenants[name]
 		if t == nil {
-			s.adminFailed(w, r, &admin.Error{Status: http.StatusNotFound, Code: "not_found", Message: fmt.Sprintf("no tenant %q", shown(name))})
+			s.adminFailed(w, r, &admin.Error{Status: http.StatusNotFound, Code: "not_found", Message: fmt.Sprintf("no tenant %q", front.Shown(name))})
 			return
 		}
-		writeJSON(w, http.StatusOK, issuedTenantView(t))
+		front.WriteJSON(w, http.StatusOK, issuedTenantView(t))
 	}
 }
 
@@ -523,7 +525,7 @@ func (s *Server) handleAdminAudit(w http.ResponseWriter, r *http.Request) {
 		if v := params.Get(param); v != "" {
 			n, err := strconv.ParseInt(v, 10, 64)
 			if err != nil || n < 0 {
-				writeError(w, OpenAI, &apiError{Status: 400, Type: "invalid_request_error", Code: "invalid_value", Param: param,
+				front.WriteError(w, front.OpenAI, &front.Error{Status: 400, Type: "invalid_request_error", Code: "invalid_value", Param: param,
 					Message: param + ": want a non-negative integer"})
 				return
 			}
@@ -533,7 +535,7 @@ func (s *Server) handleAdminAudit(w http.ResponseWriter, r *http.Request) {
 	if v := params.Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > auditMaxLimit {
-			writeError(w, OpenAI, &apiError{Status: 400, Type: "invalid_request_error", Code: "invalid_value", Param: "limit",
+			front.WriteError(w, front.OpenAI, &front.Error{Status: 400, Type: "invalid_request_error", Code: "invalid_value", Param: "limit",
 				Message: fmt.Sprintf("limit: want an integer between 1 and %d", auditMaxLimit)})
 			return
 		}
@@ -554,5 +556,5 @@ func (s *Server) handleAdminAudit(w http.ResponseWriter, r *http.Request) {
 	if len(rows) > 0 {
 		out["next_after"] = rows[len(rows)-1].Seq
 	}
-	writeJSON(w, http.StatusOK, out)
+	front.WriteJSON(w, http.StatusOK, out)
 }

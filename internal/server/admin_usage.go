@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"time"
 
+	"switchboard/internal/front"
 	"switchboard/internal/usagelog"
 )
 
@@ -28,14 +29,14 @@ func (s *Server) usageRoutes(mux *http.ServeMux) {
 // the usage log is off).
 func (s *Server) usageQuery(w http.ResponseWriter, r *http.Request, kind string) *usagelog.Query {
 	if s.UsageLog() == nil {
-		writeError(w, OpenAI, &apiError{Status: http.StatusNotFound, Type: "invalid_request_error", Code: "usage_log_disabled",
+		front.WriteError(w, front.OpenAI, &front.Error{Status: http.StatusNotFound, Type: "invalid_request_error", Code: "usage_log_disabled",
 			Message: "the usage log is off on this gateway (usage_log.enabled: false)"})
 		return nil
 	}
 	q, perr := usagelog.ParseQuery(kind, r.URL.Query())
 	if perr != nil {
 		// invalid_value, as everywhere in the admin API for a bad parameter.
-		writeError(w, OpenAI, &apiError{Status: http.StatusBadRequest, Type: "invalid_request_error", Code: "invalid_value",
+		front.WriteError(w, front.OpenAI, &front.Error{Status: http.StatusBadRequest, Type: "invalid_request_error", Code: "invalid_value",
 			Param: perr.Param, Message: perr.Error()})
 		return nil
 	}
@@ -45,8 +46,8 @@ func (s *Server) usageQuery(w http.ResponseWriter, r *http.Request, kind string)
 // queryFailed answers a query the database could not run.
 func (s *Server) queryFailed(w http.ResponseWriter, r *http.Request, err error) {
 	s.Log.WarnContext(r.Context(), "usage log query failed", "error", err.Error())
-	writeError(w, OpenAI, &apiError{Status: http.StatusServiceUnavailable, Type: "server_error", Code: "usage_unavailable",
-		Message: "the usage log cannot be read right now; request id " + RequestID(r.Context()), RetryAfter: time.Second})
+	front.WriteError(w, front.OpenAI, &front.Error{Status: http.StatusServiceUnavailable, Type: "server_error", Code: "usage_unavailable",
+		Message: "the usage log cannot be read right now; request id " + front.RequestID(r.Context()), RetryAfter: time.Second})
 }
 
 // handleAdminUsage serves GET /admin/v1/usage: sums of requests, tokens
@@ -69,7 +70,7 @@ func (s *Server) handleAdminUsage(w http.ResponseWriter, r *http.Request) {
 		_ = usagelog.WriteGroups(w, q.Format, q.GroupBy, groups)
 		return
 	}
-	writeJSON(w, http.StatusOK, usagelog.SummaryBody(q, groups, total))
+	front.WriteJSON(w, http.StatusOK, usagelog.SummaryBody(q, groups, total))
 }
 
 // handleAdminRequests serves GET /admin/v1/requests: rows newest first,
@@ -89,7 +90,7 @@ func (s *Server) handleAdminRequests(w http.ResponseWriter, r *http.Request) {
 			s.queryFailed(w, r, err)
 			return
 		}
-		writeJSON(w, http.StatusOK, usagelog.PageBody(rows, next))
+		front.WriteJSON(w, http.StatusOK, usagelog.PageBody(rows, next))
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), exportTimeout)

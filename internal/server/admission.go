@@ -12,6 +12,7 @@ import (
 	"github.com/tidwall/sjson"
 
 	"switchboard/internal/admit"
+	"switchboard/internal/front"
 	"switchboard/internal/proxy"
 	"switchboard/internal/tenant"
 	"switchboard/internal/track"
@@ -20,22 +21,22 @@ import (
 // writeRefusal answers a gateway refusal (rate limit, budget, overload,
 // unpriceable) in the client's protocol, with Retry-After and, when
 // enabled, the refused counter's advisory headers.
-func (s *Server) writeRefusal(w http.ResponseWriter, proto Protocol, id *tenant.Identity, ref *admit.Refusal) {
-	if snap := s.snap.Load(); snap != nil && snap.advisory && id != nil {
-		ref.Advice.SetHeaders(w.Header(), snap.advisoryNames)
+func (s *Server) writeRefusal(w http.ResponseWriter, proto front.Protocol, id *tenant.Identity, ref *admit.Refusal) {
+	if snap := s.snap.Load(); snap != nil && snap.Advisory && id != nil {
+		ref.Advice.SetHeaders(w.Header(), snap.AdvisoryNames)
 	}
 	typ := ref.Type
 	if typ == "" {
-		typ = gatewayErrors.For(ref.Status)
+		typ = front.GatewayErrors.For(ref.Status)
 	}
-	writeError(w, proto, &apiError{Status: ref.Status, Type: typ, Code: ref.Code, Param: ref.Param,
+	front.WriteError(w, proto, &front.Error{Status: ref.Status, Type: typ, Code: ref.Code, Param: ref.Param,
 		Message: ref.Message, RetryAfter: time.Duration(ref.RetryAfter) * time.Second})
 }
 
 // advise sets the advisory rate-limit headers captured at admission.
 func (s *Server) advise(w http.ResponseWriter, in *incoming, res *proxy.Result) {
-	if in.snap.advisory && in.id != nil && res.Permit != nil {
-		res.Permit.SetHeaders(w.Header(), in.snap.advisoryNames)
+	if in.snap.Advisory && in.id != nil && res.Permit != nil {
+		res.Permit.SetHeaders(w.Header(), in.snap.AdvisoryNames)
 	}
 }
 
@@ -45,16 +46,16 @@ func (s *Server) handleUsage(w http.ResponseWriter, r *http.Request) {
 	if snap == nil {
 		return
 	}
-	v, err := s.Admission.Usage(r.Context(), id, admit.UsageOptions{Advisory: snap.advisory, Providers: tenant.Operator(id),
+	v, err := s.Admission.Usage(r.Context(), id, admit.UsageOptions{Advisory: snap.Advisory, Providers: tenant.Operator(id),
 		ByModel: !tenant.Operator(id), Key: true})
 	if err != nil {
 		// The store's error names its address: the log has it.
 		s.Log.WarnContext(r.Context(), "usage unavailable", "error", err.Error())
-		writeError(w, OpenAI, &apiError{Status: http.StatusServiceUnavailable, Type: "server_error", Code: "usage_unavailable",
-			Message: "usage is unavailable right now; request id " + RequestID(r.Context()), RetryAfter: time.Second})
+		front.WriteError(w, front.OpenAI, &front.Error{Status: http.StatusServiceUnavailable, Type: "server_error", Code: "usage_unavailable",
+			Message: "usage is unavailable right now; request id " + front.RequestID(r.Context()), RetryAfter: time.Second})
 		return
 	}
-	writeJSON(w, http.StatusOK, v)
+	front.WriteJSON(w, http.StatusOK, v)
 }
 
 // withCost adds usage.cost_usd to a JSON answer that reports usage: the

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"switchboard/internal/front"
 	"testing"
 )
 
@@ -28,7 +29,7 @@ func BenchmarkCheckToken(b *testing.B) {
 		r.Header.Set("Authorization", "Bearer sk-switchboard-0123456789abcdef0123456789abcdef")
 		b.ReportAllocs()
 		for b.Loop() {
-			if !checkToken(presentedKey(r), &want) {
+			if !checkToken(front.PresentedKey(r), &want) {
 				b.Fatal("rejected")
 			}
 		}

@@ -9,6 +9,7 @@ import (
 	"slices"
 
 	"switchboard/internal/admit"
+	"switchboard/internal/front"
 	"switchboard/internal/spend"
 	"switchboard/internal/tenant"
 	"switchboard/internal/usagelog"
@@ -27,7 +28,7 @@ func (s *Server) handleDashboard(w http.ResponseWriter, r *http.Request) {
 func servePage(w http.ResponseWriter, name string) {
 	b, err := dashboardFS.ReadFile(name)
 	if err != nil {
-		writeError(w, OpenAI, &apiError{Status: 500, Type: "server_error", Message: name + " is missing from the build"})
+		front.WriteError(w, front.OpenAI, &front.Error{Status: 500, Type: "server_error", Message: name + " is missing from the build"})
 		return
 	}
 	h := w.Header()
@@ -123,10 +124,10 @@ func (s *Server) handleDashboardData(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 		out := map[string]any{"timestamp": now, "role": "tenant", "models": models}
-		if u, err := s.Admission.Usage(r.Context(), id, admit.UsageOptions{Advisory: snap.advisory, ByModel: true}); err == nil {
+		if u, err := s.Admission.Usage(r.Context(), id, admit.UsageOptions{Advisory: snap.Advisory, ByModel: true}); err == nil {
 			out["usage"] = u
 		}
-		writeJSON(w, http.StatusOK, out)
+		front.WriteJSON(w, http.StatusOK, out)
 		return
 	}
 	var models []dashModel
@@ -152,7 +153,7 @@ func (s *Server) handleDashboardData(w http.ResponseWriter, r *http.Request) {
 		models = append(models, dm)
 	}
 	all := s.Admission.Tenants()
-	writeJSON(w, http.StatusOK, map[string]any{"timestamp": now, "role": "admin", "models": models,
+	front.WriteJSON(w, http.StatusOK, map[string]any{"timestamp": now, "role": "admin", "models": models,
 		"tenants": s.tenantSpend(r.Context(), all), "tenants_total": len(all), "tenants_truncated": len(all) > maxDashTenants,
 		"events": s.dashEvents()})
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"switchboard/internal/config"
+	"switchboard/internal/front"
 	"switchboard/internal/route"
 	"switchboard/internal/tenant"
 )
@@ -84,7 +85,7 @@ func (s *Server) handleHealthDetail(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if !tenant.Operator(id) {
-		writeJSON(w, http.StatusOK, map[string]any{"status": status, "models": models, "timestamp": now.UTC()})
+		front.WriteJSON(w, http.StatusOK, map[string]any{"status": status, "models": models, "timestamp": now.UTC()})
 		return
 	}
 	out := map[string]detailModel{}
@@ -115,7 +116,7 @@ func (s *Server) handleHealthDetail(w http.ResponseWriter, r *http.Request) {
 	if q := s.queueDetail(r.Context()); q != nil {
 		body["queue"] = q
 	}
-	writeJSON(w, http.StatusOK, body)
+	front.WriteJSON(w, http.StatusOK, body)
 }
 
 // preferred is the routing choice of rt, healthy or not: the measured

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 
+	"switchboard/internal/front"
 	"switchboard/internal/proxy"
 	"switchboard/internal/route"
 	"switchboard/internal/track"
@@ -60,7 +61,7 @@ func (s *Server) finishStream(ctx context.Context, rt *route.Route, res *proxy.R
 func (s *Server) answerUnary(ctx context.Context, w http.ResponseWriter, rt *route.Route, res *proxy.Result, status int, body []byte) {
 	rt = servedRoute(res, rt)
 	s.Prober.AfterRequest(rt)
-	writeUnary(w, status, s.secrets().Bytes(body))
+	front.WriteUnary(w, status, s.secrets().Bytes(body))
 	if !s.Log.Enabled(ctx, slog.LevelInfo) {
 		return
 	}

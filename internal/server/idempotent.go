@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"switchboard/internal/config"
+	"switchboard/internal/front"
 	"switchboard/internal/idempotency"
 )
 
@@ -33,16 +34,16 @@ const maxIdempotencyKey = 255
 
 // idempotent runs serve under in's Idempotency-Key, if any, or answers by
 // itself (replay, conflict, bad key, wait over) without calling serve.
-func (s *Server) idempotent(w http.ResponseWriter, r *http.Request, proto Protocol, in *incoming, serve func(http.ResponseWriter)) {
+func (s *Server) idempotent(w http.ResponseWriter, r *http.Request, proto front.Protocol, in *incoming, serve func(http.ResponseWriter)) {
 	key := r.Header.Get("Idempotency-Key")
 	if key == "" || s.idem == nil || jobOf(r.Context()) != nil {
 		serve(w)
 		return
 	}
 	if len(key) > maxIdempotencyKey || strings.ContainsFunc(key, func(c rune) bool { return c < 0x21 || c > 0x7e }) {
-		e := errInvalid("Idempotency-Key must be 1 to 255 printable ASCII characters")
+		e := front.Invalid("Idempotency-Key must be 1 to 255 printable ASCII characters")
 		e.Param = "Idempotency-Key"
-		writeError(w, proto, e)
+		front.WriteError(w, proto, e)
 		return
 	}
 	tenant := ""
@@ -63,7 +64,7 @@ func (s *Server) idempotent(w http.ResponseWriter, r *http.Request, proto Protoc
 		switch {
 		case err != nil:
 			s.Log.WarnContext(r.Context(), "idempotency store unavailable", "error", err.Error())
-			writeError(w, proto, &apiError{Status: http.StatusServiceUnavailable, Type: "server_error", Code: "idempotency_unavailable",
+			front.WriteError(w, proto, &front.Error{Status: http.StatusServiceUnavailable, Type: "server_error", Code: "idempotency_unavailable",
 				Message: "the Idempotency-Key store is unavailable; retry shortly", RetryAfter: time.Second})
 			return
 		case st == idempotency.Replay:
@@ -71,7 +72,7 @@ func (s *Server) idempotent(w http.ResponseWriter, r *http.Request, proto Protoc
 			replay(w, rec)
 			return
 		case st == idempotency.Conflict:
-			writeError(w, proto, &apiError{Status: http.StatusUnprocessableEntity, Type: "invalid_request_error",
+			front.WriteError(w, proto, &front.Error{Status: http.StatusUnprocessableEntity, Type: "invalid_request_error",
 				Code: "idempotency_key_reused", Param: "Idempotency-Key",
 				Message: "this Idempotency-Key was already used with a different request body"})
 			return
@@ -85,7 +86,7 @@ func (s *Server) idempotent(w http.ResponseWriter, r *http.Request, proto Protoc
 			defer tick.Stop()
 		}
 		if time.Now().After(deadline) {
-			writeError(w, proto, &apiError{Status: http.StatusConflict, Type: "invalid_request_error", Code: "idempotency_key_in_use",
+			front.WriteError(w, proto, &front.Error{Status: http.StatusConflict, Type: "invalid_request_error", Code: "idempotency_key_in_use",
 				Message: "a request with this Idempotency-Key is still running", RetryAfter: time.Second})
 			return
 		}
@@ -145,7 +146,7 @@ func replay(w http.ResponseWriter, rec *idempotency.Record) {
 		_, _ = w.Write(rec.Body)
 		return
 	}
-	writeUnary(w, rec.Status, rec.Body)
+	front.WriteUnary(w, rec.Status, rec.Body)
 }
 
 // recorder tees an answer (bounded) for storing.

@@ -6,6 +6,7 @@ import (
 
 	"github.com/tidwall/gjson"
 
+	"switchboard/internal/front"
 	"switchboard/internal/provider"
 	"switchboard/internal/proxy"
 	"switchboard/internal/route"
@@ -18,7 +19,7 @@ import (
 // translated to the internal (OpenAI chat) form and routed to any provider
 // type; Anthropic providers get the client's body untranslated.
 func (s *Server) handleMessages(w http.ResponseWriter, r *http.Request) {
-	in := s.prepare(w, r, Anthropic)
+	in := s.prepare(w, r, front.Anthropic)
 	if in == nil {
 		return
 	}
@@ -27,12 +28,12 @@ func (s *Server) handleMessages(w http.ResponseWriter, r *http.Request) {
 	defer s.endUsage(r, u)
 	chat, err := translate.MessagesToChat(in.body)
 	if err != nil {
-		writeError(w, Anthropic, errInvalid(err.Error()))
+		front.WriteError(w, front.Anthropic, front.Invalid(err.Error()))
 		return
 	}
-	s.idempotent(w, r, Anthropic, in, func(w http.ResponseWriter) {
+	s.idempotent(w, r, front.Anthropic, in, func(w http.ResponseWriter) {
 		if s.queued(r) {
-			s.dispatch(w, r, Anthropic, provider.Messages, in)
+			s.dispatch(w, r, front.Anthropic, provider.Messages, in)
 			return
 		}
 		s.messagesLocal(w, r, in, chat)
@@ -46,7 +47,7 @@ func (s *Server) messagesLocal(w http.ResponseWriter, r *http.Request, in *incom
 	call.Native = in.body
 	res, fail := s.do(r.Context(), in, call)
 	if fail != nil {
-		s.failed(w, r, Anthropic, in, fail)
+		s.failed(w, r, front.Anthropic, in, fail)
 		return
 	}
 	defer res.Close()
@@ -61,7 +62,7 @@ func (s *Server) messagesLocal(w http.ResponseWriter, r *http.Request, in *incom
 			s.answerUnary(r.Context(), w, rt, res, res.Status, res.Body)
 			return
 		}
-		startStream(w)
+		front.StartStream(w)
 		var st *track.Stream
 		if call.Opts.Inspect || call.Meter {
 			st = track.NewStream(track.Messages, res.Sent)
@@ -78,13 +79,13 @@ func (s *Server) messagesLocal(w http.ResponseWriter, r *http.Request, in *incom
 		out, _, err := translate.ChatToMessages(res.Body, model)
 		if err != nil {
 			s.Log.WarnContext(r.Context(), "cannot translate the provider's answer", "provider", res.Candidate.Provider, "error", err.Error())
-			writeError(w, Anthropic, &apiError{Status: http.StatusBadGateway, Message: "the provider's answer could not be translated; request id " + RequestID(r.Context())})
+			front.WriteError(w, front.Anthropic, &front.Error{Status: http.StatusBadGateway, Message: "the provider's answer could not be translated; request id " + front.RequestID(r.Context())})
 			return
 		}
 		s.answerUnary(r.Context(), w, rt, res, http.StatusOK, out)
 		return
 	}
-	startStream(w)
+	front.StartStream(w)
 	sw := sse.NewWriter(w)
 	for i := range res.Held {
 		if m := gjson.GetBytes(res.Held[i].Data, "model"); m.Type == gjson.String && m.Str != "" {
@@ -110,7 +111,7 @@ func (s *Server) endMessagesStream(w http.ResponseWriter, r *http.Request, rt *r
 	s.finishStream(r.Context(), rt, res, st, outcome)
 	switch outcome {
 	case streamTimeout:
-		_ = sse.NewWriter(w).Event("error", errorBody(Anthropic, &apiError{Status: http.StatusGatewayTimeout, Message: lim.message()}))
+		_ = sse.NewWriter(w).Event("error", front.ErrorBody(front.Anthropic, &front.Error{Status: http.StatusGatewayTimeout, Message: lim.message()}))
 	case streamErrored:
 		s.streamError(w, r, res, err)
 	}
@@ -178,5 +179,5 @@ func (s *Server) streamError(w http.ResponseWriter, r *http.Request, res *proxy.
 		return // the client left; nothing to tell it
 	}
 	s.Log.WarnContext(r.Context(), "stream failed after the first byte", "provider", res.Candidate.Provider, "error", err.Error())
-	endFailedStream(sse.NewWriter(w), Anthropic, provider.Messages, streamFailed(r.Context()))
+	front.EndFailedStream(sse.NewWriter(w), front.Anthropic, provider.Messages, streamFailed(r.Context()))
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"switchboard/internal/config"
+	"switchboard/internal/front"
 	"switchboard/internal/idempotency"
 	"switchboard/internal/queue"
 	"switchboard/internal/store/redistest"
@@ -46,7 +47,7 @@ func startQueued(t *testing.T, srv *redistest.Server, yaml, queueLines string, r
 		if testing.Verbose() {
 			w = io.MultiWriter(logs, os.Stderr)
 		}
-		log := slog.New(LogHandler{slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelInfo})}).With("replica", i+1)
+		log := slog.New(front.LogHandler{Handler: slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelInfo})}).With("replica", i+1)
 		c, err := queue.Dial(srv.URL, time.Second, time.Second, 64)
 		if err != nil {
 			t.Fatal(err)

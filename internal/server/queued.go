@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"switchboard/internal/config"
+	"switchboard/internal/front"
 	"switchboard/internal/metrics"
 	"switchboard/internal/provider"
 	"switchboard/internal/queue"
@@ -160,10 +161,10 @@ type jobMeta struct {
 }
 
 // jobHeaders are the client headers a worker's handler reads.
-var jobHeaders = append([]string{"Anthropic-Version", "Content-Type"}, forwarded...)
+var jobHeaders = append([]string{"Anthropic-Version", "Content-Type"}, front.Forwarded...)
 
 func encodeJob(r *http.Request, in *incoming) []byte {
-	m := jobMeta{Path: r.URL.Path, Model: in.model, RequestID: RequestID(r.Context())}
+	m := jobMeta{Path: r.URL.Path, Model: in.model, RequestID: front.RequestID(r.Context())}
 	for _, k := range jobHeaders {
 		if v := r.Header.Values(k); len(v) > 0 {
 			if m.Header == nil {
@@ -172,7 +173,7 @@ func encodeJob(r *http.Request, in *incoming) []byte {
 			m.Header[k] = v
 		}
 	}
-	if k := presentedKey(r); k != "" {
+	if k := front.PresentedKey(r); k != "" {
 		d := sha256.Sum256([]byte(k))
 		m.KeyDigest = hex.EncodeToString(d[:])
 	}
@@ -189,7 +190,7 @@ func (s *Server) queued(r *http.Request) bool {
 }
 
 // dispatch enqueues in and relays its answer. It always answers.
-func (s *Server) dispatch(w http.ResponseWriter, r *http.Request, proto Protocol, ep provider.Endpoint, in *incoming) {
+func (s *Server) dispatch(w http.ResponseWriter, r *http.Request, proto front.Protocol, ep provider.Endpoint, in *incoming) {
 	qg := s.queueing
 	// A refusal before the job is enqueued is this replica's to record:
 	// no worker will ever see the request.
@@ -200,7 +201,7 @@ func (s *Server) dispatch(w http.ResponseWriter, r *http.Request, proto Protocol
 	}
 	if !qg.Ingress {
 		refused()
-		writeError(w, proto, &apiError{Status: http.StatusServiceUnavailable, Type: "server_error", Code: "not_ingress",
+		front.WriteError(w, proto, &front.Error{Status: http.StatusServiceUnavailable, Type: "server_error", Code: "not_ingress",
 			Message:    "this replica runs with --role worker and does not take requests; send them to an ingress replica",
 			RetryAfter: time.Second})
 		return
@@ -208,7 +209,7 @@ func (s *Server) dispatch(w http.ResponseWriter, r *http.Request, proto Protocol
 	unavailable := func(err error) {
 		refused()
 		s.Log.WarnContext(r.Context(), "queue unavailable; refusing the request", "error", err.Error())
-		writeError(w, proto, &apiError{Status: http.StatusServiceUnavailable, Type: "server_error", Code: "queue_unavailable",
+		front.WriteError(w, proto, &front.Error{Status: http.StatusServiceUnavailable, Type: "server_error", Code: "queue_unavailable",
 			Message: "the job queue (redis) is unavailable; retry shortly", RetryAfter: time.Second})
 	}
 	octx, cancel := context.WithTimeout(r.Context(), ingressOp)
@@ -236,7 +237,7 @@ func (s *Server) dispatch(w http.ResponseWriter, r *http.Request, proto Protocol
 	switch {
 	case errors.Is(err, queue.ErrFull):
 		refused()
-		writeError(w, proto, &apiError{Status: http.StatusServiceUnavailable, Type: "server_error", Code: "queue_full",
+		front.WriteError(w, proto, &front.Error{Status: http.StatusServiceUnavailable, Type: "server_error", Code: "queue_full",
 			Message: "the queue for provider " + j.Provider + " is full (" + err.Error() + "); retry later", RetryAfter: time.Second})
 		return
 	case err != nil:
@@ -252,7 +253,7 @@ type relayJob struct {
 	s     *Server
 	w     http.ResponseWriter
 	r     *http.Request
-	proto Protocol
+	proto front.Protocol
 	ep    provider.Endpoint
 	j     *queue.Job
 	q     *queue.Queue
@@ -287,7 +288,7 @@ func (rl *relayJob) run(watch *queue.Watch, total time.Duration) {
 			return
 		case <-deadline.C:
 			rl.cancel("deadline")
-			rl.fail(&apiError{Status: http.StatusGatewayTimeout, Type: "server_error", Code: "deadline_exceeded",
+			rl.fail(&front.Error{Status: http.StatusGatewayTimeout, Type: "server_error", Code: "deadline_exceeded",
 				Message: "the request did not finish within timeouts.request"})
 			return
 		}
@@ -329,7 +330,7 @@ func (rl *relayJob) handle(m queue.Msg) {
 		}
 		h := rl.w.Header()
 		for k, v := range t.Header {
-			if !hopHeaders[k] {
+			if !front.HopHeader(k) {
 				h[k] = v
 			}
 		}
@@ -402,11 +403,11 @@ func (rl *relayJob) terminal(t queue.Terminal) {
 	case "unary":
 		h := rl.w.Header()
 		for k, v := range t.Header {
-			if !hopHeaders[k] && k != "Content-Type" {
+			if !front.HopHeader(k) && k != "Content-Type" {
 				h[k] = v
 			}
 		}
-		writeUnary(rl.w, t.Status, t.Body)
+		front.WriteUnary(rl.w, t.Status, t.Body)
 		rl.ack()
 	case "stream":
 		if rl.sw == nil {
@@ -422,14 +423,14 @@ func (rl *relayJob) terminal(t queue.Terminal) {
 	case "canceled":
 		rl.settled = true // only this origin cancels its job; the client is gone
 	case "expired":
-		rl.fail(&apiError{Status: http.StatusGatewayTimeout, Type: "server_error", Code: "deadline_exceeded",
+		rl.fail(&front.Error{Status: http.StatusGatewayTimeout, Type: "server_error", Code: "deadline_exceeded",
 			Message: "the request waited in the queue past timeouts.request"})
 		rl.ack()
 	case "dead":
-		rl.fail(&apiError{Status: http.StatusBadGateway, Type: "server_error", Code: "job_failed",
+		rl.fail(&front.Error{Status: http.StatusBadGateway, Type: "server_error", Code: "job_failed",
 			Message: "the job failed on every delivery (queue.max_deliveries) and was dead-lettered: " + string(t.Body)})
 	default:
-		rl.fail(&apiError{Status: http.StatusBadGateway, Type: "server_error", Code: "job_failed",
+		rl.fail(&front.Error{Status: http.StatusBadGateway, Type: "server_error", Code: "job_failed",
 			Message: "the job's result was unusable: " + string(t.Body)})
 		rl.ack()
 	}
@@ -456,17 +457,17 @@ func (rl *relayJob) cancel(why string) {
 }
 
 // fail answers with e, or ends a started stream with it.
-func (rl *relayJob) fail(e *apiError) {
+func (rl *relayJob) fail(e *front.Error) {
 	rl.settled = true
 	if rl.sw != nil {
-		endFailedStream(rl.sw, rl.proto, rl.ep, e.Message)
+		front.EndFailedStream(rl.sw, rl.proto, rl.ep, e.Message)
 		return
 	}
-	writeError(rl.w, rl.proto, e)
+	front.WriteError(rl.w, rl.proto, e)
 }
 
 func (rl *relayJob) failUnavailable(msg string) {
-	rl.fail(&apiError{Status: http.StatusServiceUnavailable, Type: "server_error", Code: "queue_unavailable",
+	rl.fail(&front.Error{Status: http.StatusServiceUnavailable, Type: "server_error", Code: "queue_unavailable",
 		Message: msg + "; retry shortly", RetryAfter: time.Second})
 }
 
@@ -478,7 +479,7 @@ func (rl *relayJob) abort(why string) {
 		rl.failUnavailable(why)
 		return
 	}
-	endFailedStream(rl.sw, rl.proto, rl.ep, why)
+	front.EndFailedStream(rl.sw, rl.proto, rl.ep, why)
 }
 
 // QueueOptions are the queue bounds of cfg.

@@ -3,15 +3,14 @@ package server
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
-	"strconv"
 
 	"github.com/tidwall/gjson"
 
 	"switchboard/internal/admit"
+	"switchboard/internal/front"
 	"switchboard/internal/provider"
 	"switchboard/internal/proxy"
 	"switchboard/internal/redact"
@@ -28,7 +27,7 @@ import (
 // name X-Switchboard-Provider.
 func (s *Server) setAnswerHeaders(w http.ResponseWriter, res *proxy.Result, rt *route.Route) {
 	h := w.Header()
-	copyUpstreamHeaders(h, res.Header)
+	front.CopyUpstreamHeaders(h, res.Header)
 	s.secrets().Header(h)
 	if v := res.Candidate.ProviderValue; v != nil {
 		h["X-Switchboard-Provider"] = v
@@ -50,7 +49,7 @@ func (s *Server) relay(w http.ResponseWriter, r *http.Request, res *proxy.Result
 		s.answerUnary(r.Context(), w, rt, res, res.Status, s.withCost(res.Body, res, res.Usage))
 		return
 	}
-	startStream(w)
+	front.StartStream(w)
 	sw := sse.NewWriter(w)
 	var tail streamTail
 	if ep == provider.Responses {
@@ -71,7 +70,7 @@ func (s *Server) relay(w http.ResponseWriter, r *http.Request, res *proxy.Result
 	if timedOut {
 		s.Log.WarnContext(r.Context(), "stream ended by timeouts.stream", "provider", res.Candidate.Provider)
 		if ep != provider.Responses { // its tail has already failed the response
-			_ = sw.Data(errorBody(OpenAI, &apiError{Type: "server_error", Code: "stream_timeout", Message: lim.message()}))
+			_ = sw.Data(front.ErrorBody(front.OpenAI, &front.Error{Type: "server_error", Code: "stream_timeout", Message: lim.message()}))
 			_ = sw.Done()
 		}
 		return
@@ -88,48 +87,7 @@ func (s *Server) relay(w http.ResponseWriter, r *http.Request, res *proxy.Result
 	// No fallback once bytes reached the client: end the stream with an
 	// error event in the client's protocol, then [DONE]. The cause stays
 	// in the log: it names addresses and internals.
-	endFailedStream(sw, OpenAI, ep, streamFailed(r.Context()))
-}
-
-// endFailedStream ends a stream that failed after it started with the
-// error event of the client's protocol (then [DONE] where it has one).
-func endFailedStream(sw *sse.Writer, proto Protocol, ep provider.Endpoint, msg string) {
-	switch {
-	case proto == Anthropic:
-		_ = sw.Event("error", errorBody(Anthropic, &apiError{Status: http.StatusBadGateway, Message: msg}))
-	case ep == provider.Responses:
-		_ = sw.Event("response.failed", responsesFailed("upstream_stopped", msg))
-		_ = sw.Done()
-	default:
-		_ = sw.Data(errorBody(OpenAI, &apiError{Type: "server_error", Code: "upstream_error", Message: msg}))
-		_ = sw.Done()
-	}
-}
-
-// writeUnary writes a whole JSON answer and flushes it with its length, so
-// the client has it before the bookkeeping after it (logs, releases) runs;
-// net/http would otherwise hold the bytes until the handler returns. The
-// request is counted in the metrics just before the flush.
-func writeUnary(w http.ResponseWriter, status int, body []byte) {
-	h := w.Header()
-	h["Content-Type"] = provider.JSONType
-	h.Set("Content-Length", strconv.Itoa(len(body)))
-	w.WriteHeader(status)
-	_, _ = w.Write(body)
-	if a, ok := w.(interface{ Answered() }); ok {
-		a.Answered()
-	}
-	if f, ok := w.(http.Flusher); ok {
-		f.Flush()
-	}
-}
-
-func startStream(w http.ResponseWriter) {
-	h := w.Header()
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-cache")
-	h.Set("X-Accel-Buffering", "no")
-	w.WriteHeader(http.StatusOK)
+	front.EndFailedStream(sw, front.OpenAI, ep, streamFailed(r.Context()))
 }
 
 var errClientGone = errors.New("client went away")
@@ -318,26 +276,20 @@ func (t *responsesTail) Finish(sw *sse.Writer) {
 	if t.terminal {
 		return
 	}
-	_ = sw.Event("response.failed", responsesFailed("upstream_stopped", "the upstream ended the stream without completing the response"))
+	_ = sw.Event("response.failed", front.ResponsesFailed("upstream_stopped", "the upstream ended the stream without completing the response"))
 	_ = sw.Done()
-}
-
-func responsesFailed(code, msg string) []byte {
-	b, _ := json.Marshal(map[string]any{"type": "response.failed", "response": map[string]any{
-		"object": "response", "status": "failed", "error": map[string]any{"code": code, "message": msg}}})
-	return b
 }
 
 // streamFailed is the client's message for a stream that failed after it
 // started: generic, with the request id that finds the cause in the log.
 func streamFailed(ctx context.Context) string {
-	return "the upstream stream failed after it started; request id " + RequestID(ctx)
+	return "the upstream stream failed after it started; request id " + front.RequestID(ctx)
 }
 
 // secrets returns the current config's provider keys to mask.
 func (s *Server) secrets() *redact.Secrets {
 	if snap := s.snap.Load(); snap != nil {
-		return snap.secrets
+		return snap.Secrets
 	}
 	return nil
 }

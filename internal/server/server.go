@@ -32,32 +32,11 @@ import (
 	"switchboard/internal/provider/mock"
 	"switchboard/internal/provider/openai"
 	"switchboard/internal/proxy"
-	"switchboard/internal/redact"
 	"switchboard/internal/route"
+	"switchboard/internal/snapshot"
 	"switchboard/internal/store"
 	"switchboard/internal/usagelog"
 )
-
-// Snapshot is everything a request reads from one config version.
-type Snapshot struct {
-	Config *config.Config
-	Routes *route.Table
-	// metricsHash is sha256(auth.metrics_token) when set; adminHash
-	// sha256(auth.admin_token).
-	metricsHash, adminHash *[32]byte
-	// advisory: the rate-limit advisory headers are on, under
-	// advisoryNames (limits.advisory_prefix).
-	advisory      bool
-	advisoryNames admit.AdvisoryNames
-	// loaded is when this config was applied (the models' created time).
-	loaded time.Time
-	// anyTPM: a global or provider token bucket is configured, so answers
-	// must report usage to correct it.
-	anyTPM bool
-	// secrets are the providers' API keys, masked in whatever an upstream
-	// answer passes through to a client (nil: none configured).
-	secrets *redact.Secrets
-}
 
 // Server is the gateway. Create it with New, then Apply a config.
 type Server struct {
@@ -72,7 +51,7 @@ type Server struct {
 	// store; Apply creates an in-memory one when it is nil.
 	Admission *admit.Controller
 
-	snap atomic.Pointer[Snapshot]
+	snap atomic.Pointer[snapshot.Snapshot]
 	// queueing is distributed execution (nil with queue.mode off).
 	queueing *Queueing
 	idem     idempotency.Store
@@ -197,22 +176,7 @@ func (s *Server) Apply(cfg *config.Config) {
 	s.proxy.Buffers.SetLimit(cfg.Limits.MaxBufferedBytes)
 	s.Stats.SetWindow(cfg.Performance.SampleWindow.D())
 	s.Prober.SetMaxPerMinute(cfg.Performance.ProbeMaxPerMinute)
-	snap := &Snapshot{Config: cfg, Routes: table, advisory: admit.AdvisoryEnabled(cfg), advisoryNames: admit.NamesFor(cfg.Limits.AdvisoryPrefix), loaded: s.Clock.Now(),
-		anyTPM: cfg.Limits.TPM != nil}
-	var keys []string
-	for _, p := range cfg.Providers {
-		snap.anyTPM = snap.anyTPM || p.TPM != nil
-		keys = append(keys, p.Keys()...)
-	}
-	snap.secrets = redact.New(keys)
-	if cfg.Auth.MetricsToken != "" {
-		h := sha256.Sum256([]byte(cfg.Auth.MetricsToken))
-		snap.metricsHash = &h
-	}
-	if cfg.Auth.AdminToken != "" {
-		h := sha256.Sum256([]byte(cfg.Auth.AdminToken))
-		snap.adminHash = &h
-	}
+	snap := snapshot.New(cfg, table, s.Clock.Now())
 	s.snap.Store(snap)
 	if l := s.conns.Load(); l != nil {
 		l.SetMax(maxConnections(cfg))
@@ -260,7 +224,7 @@ func (s *Server) build(pc *config.Provider) provider.Provider {
 }
 
 // Snapshot returns the current config snapshot (nil before the first Apply).
-func (s *Server) Snapshot() *Snapshot { return s.snap.Load() }
+func (s *Server) Snapshot() *snapshot.Snapshot { return s.snap.Load() }
 
 // Provider returns the live instance of a provider by name (tests script
 // mock providers through it).

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"switchboard/internal/admit"
+	"switchboard/internal/front"
 	"switchboard/internal/provider"
 	"switchboard/internal/proxy"
 	"switchboard/internal/tenant"
@@ -61,7 +62,7 @@ func (s *Server) refusedUsage(r *http.Request, id *tenant.Identity, model string
 
 // usageRow is a row's start: who asked what, and when.
 func (s *Server) usageRow(r *http.Request, id *tenant.Identity, model, endpoint string, stream bool) usagelog.Row {
-	row := usagelog.Row{Time: s.Clock.Now(), RequestID: RequestID(r.Context()), Tenant: id.Label(), Model: model,
+	row := usagelog.Row{Time: s.Clock.Now(), RequestID: front.RequestID(r.Context()), Tenant: id.Label(), Model: model,
 		Endpoint: endpoint, Stream: stream}
 	if id != nil {
 		row.KeyID = id.KeyID
@@ -79,7 +80,7 @@ func (s *Server) endUsage(r *http.Request, u *usageRecord) {
 	row := u.row
 	row.Status = u.w.status
 	if row.Status == 0 {
-		row.Status = statusClientClosed // nothing was written: the client left first
+		row.Status = front.StatusClientClosed // nothing was written: the client left first
 	}
 	row.DurationMs = s.Clock.Now().Sub(row.Time).Milliseconds()
 	l := s.UsageLog()

@@ -14,6 +14,7 @@ import (
 
 	"github.com/tidwall/gjson"
 
+	"switchboard/internal/front"
 	"switchboard/internal/queue"
 	"switchboard/internal/tenant"
 )
@@ -82,7 +83,7 @@ func (s *Server) RunJob(ctx context.Context, d *queue.Delivery) {
 	jc := &jobCtx{id: id, left: d.Deadline.Sub(d.Now)}
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	rctx := context.WithValue(context.WithValue(ctx, jobKey, jc), requestIDKey, meta.RequestID)
+	rctx := front.WithRequestID(context.WithValue(ctx, jobKey, jc), meta.RequestID)
 	req, err := http.NewRequestWithContext(rctx, http.MethodPost, meta.Path, bytes.NewReader(body))
 	if err != nil {
 		s.refuseJob(d, "bad job path")
@@ -99,7 +100,7 @@ func (s *Server) RunJob(ctx context.Context, d *queue.Delivery) {
 			if v := recover(); v != nil {
 				s.Log.ErrorContext(rctx, "panic serving a job", "panic", v, "stack", string(debug.Stack()))
 				if !jw.wrote {
-					writeError(jw, protocolOf(req), &apiError{Status: 500, Type: "server_error", Code: "internal_error",
+					front.WriteError(jw, front.ProtocolOf(req), &front.Error{Status: 500, Type: "server_error", Code: "internal_error",
 						Message: "internal error; request id " + meta.RequestID})
 				}
 			}

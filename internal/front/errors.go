@@ -1,4 +1,12 @@
-package server
+// Package front is what every plane of the gateway shares with its clients:
+// the client's protocol and the one error writer (a whole answer or the end
+// of a stream that failed after it started), the other answer writers
+// (JSON, a unary answer flushed at once, a stream's head), the upstream
+// headers a client may see, and what a request brings: its id, the key it
+// presents, its body read within bounds. It holds no handler and no state:
+// package server (routes, middleware, auth) and the planes below it
+// (inference, operator, dispatch) call it; it calls nothing of theirs.
+package front
 
 import (
 	"encoding/json"
@@ -27,9 +35,9 @@ const (
 	Anthropic
 )
 
-// apiError is a gateway-made error. One writer turns it into the client's
+// Error is a gateway-made error. One writer turns it into the client's
 // protocol.
-type apiError struct {
+type Error struct {
 	Status  int
 	Type    string
 	Code    string
@@ -40,15 +48,19 @@ type apiError struct {
 	Detail     any
 }
 
-func errInvalid(msg string) *apiError {
-	return &apiError{Status: http.StatusBadRequest, Type: "invalid_request_error", Code: "invalid_request", Message: msg}
+// Invalid is a 400 invalid_request error saying msg.
+func Invalid(msg string) *Error {
+	return &Error{Status: http.StatusBadRequest, Type: "invalid_request_error", Code: "invalid_request", Message: msg}
 }
 
-// gatewayErrors is the vocabulary of the gateway's own OpenAI-shaped
+// GatewayErrors is the vocabulary of the gateway's own OpenAI-shaped
 // errors: every 5xx, 503 included, is a server_error.
-var gatewayErrors = translate.ErrorTypes{Server: "server_error"}
+var GatewayErrors = translate.ErrorTypes{Server: "server_error"}
 
-func writeError(w http.ResponseWriter, proto Protocol, e *apiError) {
+// WriteError writes e in proto's error shape, with Retry-After on every
+// refusal that asks the client to come back. It is the one place a
+// gateway-made error is written.
+func WriteError(w http.ResponseWriter, proto Protocol, e *Error) {
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
 	h.Del("Content-Length")
@@ -59,10 +71,11 @@ func writeError(w http.ResponseWriter, proto Protocol, e *apiError) {
 		h.Set("Retry-After", "1")
 	}
 	w.WriteHeader(e.Status)
-	_, _ = w.Write(errorBody(proto, e))
+	_, _ = w.Write(ErrorBody(proto, e))
 }
 
-func errorBody(proto Protocol, e *apiError) []byte {
+// ErrorBody is e as a JSON body in proto's error shape.
+func ErrorBody(proto Protocol, e *Error) []byte {
 	if proto == Anthropic {
 		inner := map[string]any{"type": translate.AnthropicErrors.For(e.Status), "message": e.Message}
 		if e.Detail != nil {
@@ -87,24 +100,24 @@ func errorBody(proto Protocol, e *apiError) []byte {
 	return b
 }
 
-// failureDetail is the `detail` of an all-providers-failed error.
-type failureDetail struct {
+// FailureDetail is the `detail` of an all-providers-failed error.
+type FailureDetail struct {
 	Attempts    []proxy.Attempt `json:"attempts"`
 	DeadlineHit bool            `json:"deadline_hit"`
 }
 
-// writeFailure answers a loop that found no provider. A single provider's
+// WriteFailure answers a loop that found no provider. A single provider's
 // own error passes through untouched (status and body); otherwise the
 // client gets the gateway's summary with every attempt.
 //
 // Provider keys (secrets) are masked in what passes through: an upstream
 // may echo the request's Authorization header in its error.
-func writeFailure(w http.ResponseWriter, proto Protocol, f *proxy.Failure, secrets *redact.Secrets) {
+func WriteFailure(w http.ResponseWriter, proto Protocol, f *proxy.Failure, secrets *redact.Secrets) {
 	last := f.Last
 	if last != nil && last.Status >= 400 && len(last.Body) > 0 && singleProvider(f.Attempts) && jsoncheck.Valid(last.Body) &&
 		gjson.GetBytes(last.Body, "error").Exists() {
 		h := w.Header()
-		copyUpstreamHeaders(h, last.Header)
+		CopyUpstreamHeaders(h, last.Header)
 		secrets.Header(h)
 		h.Set("Content-Type", "application/json")
 		body := secrets.Bytes(last.Body)
@@ -143,14 +156,14 @@ func writeFailure(w http.ResponseWriter, proto Protocol, f *proxy.Failure, secre
 	if f.DeadlineHit {
 		b.WriteString("; request deadline reached")
 	}
-	e := &apiError{Status: status, Type: gatewayErrors.For(status), Code: "all_failed", Message: b.String(),
-		Detail: failureDetail{Attempts: f.Attempts, DeadlineHit: f.DeadlineHit}}
+	e := &Error{Status: status, Type: GatewayErrors.For(status), Code: "all_failed", Message: b.String(),
+		Detail: FailureDetail{Attempts: f.Attempts, DeadlineHit: f.DeadlineHit}}
 	if status == 429 || status == 503 {
 		if last != nil && last.Header != nil && last.Header.Get("Retry-After") != "" {
 			w.Header().Set("Retry-After", secrets.String(last.Header.Get("Retry-After")))
 		}
 	}
-	writeError(w, proto, e)
+	WriteError(w, proto, e)
 }
 
 func singleProvider(a []proxy.Attempt) bool {
@@ -162,18 +175,18 @@ func singleProvider(a []proxy.Attempt) bool {
 	return len(a) > 0
 }
 
-// maxShown bounds what a client sent (a path, an id, a model name) where
+// MaxShown bounds what a client sent (a path, an id, a model name) where
 // it is logged or echoed in an error: a request line may be up to 1 MB
 // (net/http's header limit), which unbounded would be a 1 MB log line per
 // request, unauthenticated ones included.
-const maxShown = 256
+const MaxShown = 256
 
-// shown is s cut to maxShown bytes on a rune boundary, saying how long it was.
-func shown(s string) string {
-	if len(s) <= maxShown {
+// Shown is s cut to MaxShown bytes on a rune boundary, saying how long it was.
+func Shown(s string) string {
+	if len(s) <= MaxShown {
 		return s
 	}
-	cut := maxShown
+	cut := MaxShown
 	for cut > 0 && !utf8.RuneStart(s[cut]) {
 		cut--
 	}
