@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"switchboard/internal/provider"
+	"switchboard/internal/snapshot"
+	"switchboard/internal/tenant"
 )
 
 type requestIDKey struct{}
@@ -115,3 +117,9 @@ func tooLarge(limit int64) *Error {
 	return &Error{Status: http.StatusRequestEntityTooLarge, Type: "invalid_request_error", Code: "request_too_large",
 		Message: fmt.Sprintf("request body is larger than limits.max_request_body (%d bytes)", limit)}
 }
+
+// Handler is a plane's handler of an authenticated request: the server's
+// auth hands it the config snapshot the request runs under and the
+// caller's identity (nil with auth off; for an admin call, nil when
+// auth.admin_token was presented).
+type Handler func(w http.ResponseWriter, r *http.Request, snap *snapshot.Snapshot, id *tenant.Identity)

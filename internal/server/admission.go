@@ -40,24 +40,6 @@ func (s *Server) advise(w http.ResponseWriter, in *incoming, res *proxy.Result) 
 	}
 }
 
-// handleUsage serves GET /v1/usage for the authenticated caller.
-func (s *Server) handleUsage(w http.ResponseWriter, r *http.Request) {
-	snap, id := s.entry(w, r)
-	if snap == nil {
-		return
-	}
-	v, err := s.Admission.Usage(r.Context(), id, admit.UsageOptions{Advisory: snap.Advisory, Providers: tenant.Operator(id),
-		ByModel: !tenant.Operator(id), Key: true})
-	if err != nil {
-		// The store's error names its address: the log has it.
-		s.Log.WarnContext(r.Context(), "usage unavailable", "error", err.Error())
-		front.WriteError(w, front.OpenAI, &front.Error{Status: http.StatusServiceUnavailable, Type: "server_error", Code: "usage_unavailable",
-			Message: "usage is unavailable right now; request id " + front.RequestID(r.Context()), RetryAfter: time.Second})
-		return
-	}
-	front.WriteJSON(w, http.StatusOK, v)
-}
-
 // withCost adds usage.cost_usd to a JSON answer that reports usage: the
 // catalog's price (or the provider's bill), null for an unknown model. It
 // runs on every unary answer, so the common case (no cost_usd yet) is one

@@ -5,8 +5,9 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
-	"switchboard/internal/front"
 	"testing"
+
+	"switchboard/internal/front"
 )
 
 // BenchmarkCheckToken is the per-request gateway-key check: the presented

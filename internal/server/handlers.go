@@ -12,6 +12,7 @@ import (
 
 	"switchboard/internal/admit"
 	"switchboard/internal/config"
+	"switchboard/internal/dispatch"
 	"switchboard/internal/front"
 	"switchboard/internal/jsoncheck"
 	"switchboard/internal/limit"
@@ -21,126 +22,6 @@ import (
 	"switchboard/internal/snapshot"
 	"switchboard/internal/tenant"
 )
-
-// Handler returns the gateway's routes behind its middleware.
-func (s *Server) Handler() http.Handler { return s.wrap(s.routes()) }
-
-// jobRoutes are the routes a worker serves jobs through: no access log or
-// request metrics (the ingress counted the request).
-func (s *Server) jobRoutes() http.Handler {
-	s.jobMux.Do(func() { s.jobH = s.routes() })
-	return s.jobH
-}
-
-func (s *Server) routes() *http.ServeMux {
-	mux := http.NewServeMux()
-	mux.HandleFunc("/health", s.get(s.handleHealth))
-	mux.HandleFunc("/ready", s.get(s.handleReady))
-	mux.HandleFunc("/metrics", s.get(s.handleMetrics))
-	mux.HandleFunc("/v1/models", s.get(s.handleModels))
-	mux.HandleFunc("/v1/models/{name...}", s.get(s.handleModel))
-	mux.HandleFunc("/v1/chat/completions", s.inference(provider.Chat))
-	mux.HandleFunc("/v1/completions", s.inference(provider.Completions))
-	mux.HandleFunc("/v1/responses", s.inference(provider.Responses))
-	mux.HandleFunc("/v1/embeddings", s.inference(provider.Embeddings))
-	mux.HandleFunc("/v1/messages", s.handleMessages)
-	mux.HandleFunc("/v1/health/detail", s.get(s.handleHealthDetail))
-	mux.HandleFunc("/v1/usage", s.get(s.handleUsage))
-	mux.HandleFunc("/dashboard", s.get(s.handleDashboard))
-	mux.HandleFunc("/dashboard/data", s.get(s.handleDashboardData))
-	s.adminRoutes(mux)
-	s.usageRoutes(mux)
-	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		front.WriteError(w, front.ProtocolOf(r), &front.Error{Status: http.StatusNotFound, Type: "invalid_request_error",
-			Code: "not_found", Message: fmt.Sprintf("no route for %s %s", front.Shown(r.Method), front.Shown(r.URL.Path))})
-	})
-	return mux
-}
-
-// get allows GET and HEAD only.
-func (s *Server) get(h http.HandlerFunc) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		if r.Method != http.MethodGet && r.Method != http.MethodHead {
-			front.MethodNotAllowed(w, r, "GET, HEAD")
-			return
-		}
-		h(w, r)
-	}
-}
-
-func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
-	front.WriteJSON(w, http.StatusOK, map[string]string{"status": "ok"})
-}
-
-// handleMetrics serves Prometheus metrics. They name every provider and
-// tenant, so whenever any auth is configured they need auth.metrics_token
-// or an admin key; without any auth they are open.
-func (s *Server) handleMetrics(w http.ResponseWriter, r *http.Request) {
-	// Keys issued through the admin API turn auth on as config keys do.
-	authOn := func(snap *snapshot.Snapshot) bool { return snap.Config.Auth.Enabled() || s.Admission.Keys().Enabled() }
-	if snap := s.snap.Load(); snap != nil && (snap.MetricsHash != nil || authOn(snap)) {
-		k := front.PresentedKey(r)
-		ok := k != "" && snap.MetricsHash != nil && checkToken(k, snap.MetricsHash)
-		// auth.admin_token opens everything an admin key does.
-		ok = ok || k != "" && snap.AdminHash != nil && checkToken(k, snap.AdminHash)
-		if !ok && k != "" && authOn(snap) {
-			if id, known := s.Admission.Authenticate(k); known {
-				if !tenant.Operator(id) {
-					front.WriteError(w, front.OpenAI, &front.Error{Status: http.StatusForbidden, Type: "permission_error",
-						Code: "admin_required", Message: "metrics need an admin key (role: admin), auth.admin_token or auth.metrics_token"})
-					return
-				}
-				ok = true
-			}
-		}
-		if !ok {
-			front.WriteError(w, front.OpenAI, &front.Error{Status: http.StatusUnauthorized, Type: "authentication_error",
-				Code: "invalid_api_key", Message: "metrics need auth.metrics_token, auth.admin_token or an admin key (role: admin) as a Bearer token"})
-			return
-		}
-	}
-	s.Metrics.Handler().ServeHTTP(w, r)
-}
-
-func (s *Server) handleReady(w http.ResponseWriter, r *http.Request) {
-	if !s.Ready() {
-		w.Header().Set("Retry-After", "1")
-		front.WriteJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "not_ready"})
-		return
-	}
-	front.WriteJSON(w, http.StatusOK, map[string]string{"status": "ready"})
-}
-
-// entry guards /v1 handlers: a loaded config, not draining, authenticated.
-// It returns the caller's identity (nil when auth is off); a nil snapshot
-// means the answer was written.
-func (s *Server) entry(w http.ResponseWriter, r *http.Request) (*snapshot.Snapshot, *tenant.Identity) {
-	snap := s.snap.Load()
-	if jc := jobOf(r.Context()); jc != nil && snap != nil {
-		return snap, jc.id // a queued job: the ingress authenticated it
-	}
-	if snap == nil || s.draining.Load() {
-		front.WriteError(w, front.ProtocolOf(r), &front.Error{Status: http.StatusServiceUnavailable, Type: "server_error",
-			Code: "unavailable", Message: "the gateway is starting or shutting down", RetryAfter: time.Second})
-		return nil, nil
-	}
-	id, ok := s.Admission.Authenticate(front.PresentedKey(r))
-	if !ok {
-		front.WriteError(w, front.ProtocolOf(r), unauthorized(id, "missing or invalid API key: send it as Authorization: Bearer <key>, x-api-key or x-goog-api-key"))
-		return nil, nil
-	}
-	return snap, id
-}
-
-// unauthorized is the 401 for a key Authenticate refused: key_expired
-// when it names an expired key (id not nil), else invalid_api_key with msg.
-func unauthorized(id *tenant.Identity, msg string) *front.Error {
-	if id != nil {
-		return &front.Error{Status: http.StatusUnauthorized, Type: "authentication_error", Code: "key_expired",
-			Message: fmt.Sprintf("this API key (%s) expired at %s; ask the operator for a new one", id.KeyID, id.ExpiresAt.UTC().Format(time.RFC3339))}
-	}
-	return &front.Error{Status: http.StatusUnauthorized, Type: "authentication_error", Code: "invalid_api_key", Message: msg}
-}
 
 type modelObject struct {
 	ID            string          `json:"id"`
@@ -422,9 +303,9 @@ func (s *Server) call(r *http.Request, in *incoming, ep provider.Endpoint, body 
 	c := &proxy.Call{Endpoint: ep, Body: body, Stream: in.stream, Header: forwardHeaders(r), Route: in.rt,
 		Order: s.selector.OrderBody(in.rt, body), Opts: options(in.snap.Config, in.rt.Model, ep),
 		Identity: in.id, ClientModel: in.model, Meter: needsUsage(in.snap, in.id) || in.snap.Config.Tracking.On()}
-	if jc := jobOf(r.Context()); jc != nil {
+	if jc := dispatch.JobOf(r.Context()); jc != nil {
 		// The total deadline covers the queue wait too; it never grows.
-		c.Opts.Deadline = min(c.Opts.Deadline, jc.left)
+		c.Opts.Deadline = min(c.Opts.Deadline, jc.Left)
 	}
 	return c
 }

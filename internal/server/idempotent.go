@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"switchboard/internal/config"
+	"switchboard/internal/dispatch"
 	"switchboard/internal/front"
 	"switchboard/internal/idempotency"
 )
@@ -36,7 +37,7 @@ const maxIdempotencyKey = 255
 // itself (replay, conflict, bad key, wait over) without calling serve.
 func (s *Server) idempotent(w http.ResponseWriter, r *http.Request, proto front.Protocol, in *incoming, serve func(http.ResponseWriter)) {
 	key := r.Header.Get("Idempotency-Key")
-	if key == "" || s.idem == nil || jobOf(r.Context()) != nil {
+	if key == "" || s.idem == nil || dispatch.JobOf(r.Context()) != nil {
 		serve(w)
 		return
 	}

@@ -198,3 +198,22 @@ func routeLabel(p string) string {
 	}
 	return "other"
 }
+
+// adminRouteLabel bounds the metrics label of an /admin path: the
+// collection, with "/{id}" for anything below it.
+func adminRouteLabel(p string) string {
+	rest, ok := strings.CutPrefix(p, "/admin/v1/")
+	if !ok {
+		return "other"
+	}
+	coll, sub, _ := strings.Cut(rest, "/")
+	switch coll {
+	case "keys", "tenants", "audit", "usage", "requests", "overview":
+	default:
+		return "/admin/v1/other"
+	}
+	if sub != "" {
+		return "/admin/v1/" + coll + "/{id}"
+	}
+	return "/admin/v1/" + coll
+}

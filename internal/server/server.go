@@ -6,8 +6,6 @@ package server
 
 import (
 	"context"
-	"crypto/sha256"
-	"crypto/subtle"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -23,9 +21,11 @@ import (
 	"switchboard/internal/clock"
 	"switchboard/internal/config"
 	"switchboard/internal/connlimit"
+	"switchboard/internal/dispatch"
 	"switchboard/internal/health"
 	"switchboard/internal/idempotency"
 	"switchboard/internal/metrics"
+	"switchboard/internal/operator"
 	"switchboard/internal/provider"
 	"switchboard/internal/provider/anthropic"
 	"switchboard/internal/provider/gemini"
@@ -53,10 +53,10 @@ type Server struct {
 
 	snap atomic.Pointer[snapshot.Snapshot]
 	// queueing is distributed execution (nil with queue.mode off).
-	queueing *Queueing
+	queueing *dispatch.Plane
 	idem     idempotency.Store
-	// adminSvc runs the admin API's changes (see SetAdminStore).
-	adminSvc *admin.Service
+	// op is the operator plane: admin API, dashboards, health detail.
+	op *operator.Plane
 	// usage is the per-request usage log (nil: off).
 	usage  atomic.Pointer[usagelog.Log]
 	jobMux sync.Once
@@ -112,7 +112,9 @@ func New(log *slog.Logger, clk clock.Clock, client *http.Client) *Server {
 		Buffers: provider.NewBudget(512 << 20)} // the configured limit is set by Apply
 	s.selector = &route.Selector{Stats: s.Stats, Busy: &route.Busy{}}
 	s.proxy.Busy = s.selector.Busy
-	s.Prober.Serving = s.preferred // e.g. lowest_latency probes the others, not the one it uses
+	s.Prober.Serving = s.selector.Preferred // e.g. lowest_latency probes the others, not the one it uses
+	s.op = &operator.Plane{Log: log, Clock: clk, Health: s.Health, Stats: s.Stats, Selector: s.selector,
+		UsageLog: s.UsageLog, Draining: func() bool { return s.stopping.Load() || s.draining.Load() }}
 	return s
 }
 
@@ -151,7 +153,7 @@ func (s *Server) Apply(cfg *config.Config) {
 	s.Health.Configure(health.Settings{Threshold: *b.Threshold, Window: b.Window.D(), Cooldown: b.Cooldown.D(),
 		DefaultPause: time.Duration(cfg.Performance.QuotaPauseDefaultSeconds) * time.Second})
 	s.admission()
-	if s.adminSvc == nil {
+	if s.op.Admin == nil {
 		st, err := admin.OpenMemory()
 		if err == nil {
 			err = s.SetAdminStore(context.Background(), st)
@@ -164,14 +166,16 @@ func (s *Server) Apply(cfg *config.Config) {
 		s.idem = idempotency.NewMemory(IdempotencyLimits(cfg), nil)
 	}
 	if s.proxy.Admission != s.Admission {
-		s.proxy.Admission = s.Admission // once, before the first request
+		// Once, before the first request.
+		s.proxy.Admission = s.Admission
+		s.op.Admission = s.Admission
 	}
 	// Configure validates nothing new: config.Load already did.
 	if err := s.Admission.Configure(cfg); err != nil {
 		s.Log.Error("admission config refused", "error", err.Error())
 	}
 	if s.queueing != nil {
-		s.queueing.Q.SetOptions(QueueOptions(cfg))
+		s.queueing.Q.SetOptions(dispatch.QueueOptions(cfg))
 	}
 	s.proxy.Buffers.SetLimit(cfg.Limits.MaxBufferedBytes)
 	s.Stats.SetWindow(cfg.Performance.SampleWindow.D())
@@ -304,12 +308,6 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		return fmt.Errorf("shutdown: %w", err)
 	}
 	return nil
-}
-
-// checkToken compares a presented token with a stored hash in constant time.
-func checkToken(presented string, want *[32]byte) bool {
-	got := sha256.Sum256([]byte(presented))
-	return subtle.ConstantTimeCompare(got[:], want[:]) == 1
 }
 
 // Prewarm opens a connection to each remote provider origin (bounded by

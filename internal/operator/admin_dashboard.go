@@ -1,4 +1,4 @@
-package server
+package operator
 
 import (
 	"cmp"
@@ -9,6 +9,8 @@ import (
 
 	"switchboard/internal/admit"
 	"switchboard/internal/front"
+	"switchboard/internal/snapshot"
+	"switchboard/internal/tenant"
 	"switchboard/internal/usagelog"
 )
 
@@ -17,15 +19,15 @@ import (
 // (embedded, like /dashboard); its data is GET /admin/v1/overview, behind
 // the admin guard.
 
-// maxOverviewKeys bounds the keys listed (one row each). A variable so
+// MaxOverviewKeys bounds the keys listed (one row each). A variable so
 // that tests can lower it.
-var maxOverviewKeys = 1000
+var MaxOverviewKeys = 1000
 
 // overviewWindow is the usage chart's span and the keys' spend window.
 const overviewWindow = 24 * time.Hour
 
-// handleAdminPage serves the admin page (its data needs an admin key).
-func (s *Server) handleAdminPage(w http.ResponseWriter, r *http.Request) {
+// AdminPage serves the admin page (its data needs an admin key).
+func (s *Plane) AdminPage(w http.ResponseWriter, r *http.Request) {
 	servePage(w, "dashboard/admin.html")
 }
 
@@ -58,8 +60,8 @@ type overviewTenant struct {
 	CostNano24h int64 `json:"cost_nano_usd_24h"`
 }
 
-// handleAdminOverview serves GET /admin/v1/overview.
-func (s *Server) handleAdminOverview(w http.ResponseWriter, r *http.Request) {
+// Overview serves GET /admin/v1/overview.
+func (s *Plane) Overview(w http.ResponseWriter, r *http.Request, _ *snapshot.Snapshot, _ *tenant.Identity) {
 	ctx, cancel := context.WithTimeout(r.Context(), queryTimeout)
 	defer cancel()
 	now := s.Clock.Now()
@@ -100,10 +102,10 @@ func (s *Server) handleAdminOverview(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	keysTotal := len(keys)
-	if keysTotal > maxOverviewKeys {
+	if keysTotal > MaxOverviewKeys {
 		// Stable: equal cost keeps the key table's order.
 		slices.SortStableFunc(keys, func(a, b overviewKey) int { return cmp.Compare(b.CostNano, a.CostNano) })
-		keys = keys[:maxOverviewKeys]
+		keys = keys[:MaxOverviewKeys]
 	}
 	if t := s.Admission.Keys(); t != nil {
 		byID := make(map[string]int, len(keys))
@@ -148,8 +150,8 @@ func (s *Server) handleAdminOverview(w http.ResponseWriter, r *http.Request) {
 			"cost_nano_usd": g.CostNano, "tokens": g.PromptTokens + g.CompletionTokens})
 	}
 	front.WriteJSON(w, http.StatusOK, map[string]any{"object": "overview", "timestamp": now.UnixMilli(), "since": since.UnixMilli(),
-		"usage_log": logOn, "tenants": tenants, "tenants_total": len(all), "tenants_truncated": len(all) > maxDashTenants,
-		"keys": keys, "keys_total": keysTotal, "keys_truncated": keysTotal > maxOverviewKeys, "usage_by_model": points})
+		"usage_log": logOn, "tenants": tenants, "tenants_total": len(all), "tenants_truncated": len(all) > MaxDashTenants,
+		"keys": keys, "keys_total": keysTotal, "keys_truncated": keysTotal > MaxOverviewKeys, "usage_by_model": points})
 }
 
 // groupsBy sums f's rows by one dimension, keyed by its value.

@@ -1,13 +1,13 @@
-package server
+package operator
 
 import (
 	"math"
 	"net/http"
 	"time"
 
-	"switchboard/internal/config"
 	"switchboard/internal/front"
 	"switchboard/internal/route"
+	"switchboard/internal/snapshot"
 	"switchboard/internal/tenant"
 )
 
@@ -64,18 +64,14 @@ func toDetailMetrics(m route.Metrics) detailMetrics {
 	return d
 }
 
-// handleHealthDetail serves GET /v1/health/detail (behind auth when on).
+// HealthDetail serves GET /v1/health/detail (behind auth when on).
 // Providers, their health and the gateway's traffic are shown to admins
 // (and to everyone when auth is off); a tenant gets the status and the
 // models it may call (its own usage is GET /v1/usage).
-func (s *Server) handleHealthDetail(w http.ResponseWriter, r *http.Request) {
-	snap, id := s.entry(w, r)
-	if snap == nil {
-		return
-	}
+func (s *Plane) HealthDetail(w http.ResponseWriter, r *http.Request, snap *snapshot.Snapshot, id *tenant.Identity) {
 	now := s.Clock.Now()
 	status := "ok"
-	if s.stopping.Load() || s.draining.Load() {
+	if s.Draining() {
 		status = "draining"
 	}
 	models := make([]string, 0, len(snap.Config.Models))
@@ -92,7 +88,7 @@ func (s *Server) handleHealthDetail(w http.ResponseWriter, r *http.Request) {
 	for _, rt := range snap.Routes.Routes() {
 		name := rt.Model.Name
 		active := s.serving(rt)
-		dm := detailModel{ActiveProvider: active, PreferredProvider: s.preferred(rt), Routing: rt.Policy, RequestCount: s.Stats.Requests(name),
+		dm := detailModel{ActiveProvider: active, PreferredProvider: s.Selector.Preferred(rt), Routing: rt.Policy, RequestCount: s.Stats.Requests(name),
 			Metrics: toDetailMetrics(s.Stats.Metrics(name, active)), Providers: map[string]detailProvider{}}
 		for _, c := range rt.Candidates {
 			h := s.Health.Status(c.Provider)
@@ -113,29 +109,17 @@ func (s *Server) handleHealthDetail(w http.ResponseWriter, r *http.Request) {
 		out[name] = dm
 	}
 	body := map[string]any{"status": status, "models": models, "providers": out, "timestamp": now.UTC()}
-	if q := s.queueDetail(r.Context()); q != nil {
-		body["queue"] = q
+	if s.QueueDetail != nil {
+		body["queue"] = s.QueueDetail(r.Context())
 	}
 	front.WriteJSON(w, http.StatusOK, body)
-}
-
-// preferred is the routing choice of rt, healthy or not: the measured
-// active provider, or the first of its policy's likely order.
-func (s *Server) preferred(rt *route.Route) string {
-	if rt.Policy == config.RoutingMeasured {
-		return route.Measured{Stats: s.Stats}.Active(rt)
-	}
-	if o := s.selector.Likely(rt); len(o) > 0 {
-		return o[0].Provider
-	}
-	return ""
 }
 
 // serving is the provider a request of rt would go to now: the first in
 // the attempt order whose circuit and pause let it take one; when none may,
 // the first of the order (the loop then tries them all).
-func (s *Server) serving(rt *route.Route) string {
-	order := s.selector.Likely(rt)
+func (s *Plane) serving(rt *route.Route) string {
+	order := s.Selector.Likely(rt)
 	for _, c := range order {
 		if s.Health.Available(c.Provider) {
 			return c.Provider

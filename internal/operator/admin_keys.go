@@ -1,4 +1,4 @@
-package server
+package operator
 
 import (
 	"context"
@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -20,23 +19,6 @@ import (
 
 // maxAdminBody bounds an admin request body.
 const maxAdminBody = 64 << 10
-
-// SetAdminStore chooses where the keys and tenants issued through the
-// admin API live, and loads them into the key table. Call it before the
-// first Apply; without it Apply keeps them in memory (lost at exit).
-func (s *Server) SetAdminStore(ctx context.Context, st admin.Store) error {
-	svc := &admin.Service{St: st, Clock: s.Clock, Log: s.Log, Apply: func(is *tenant.Issued) { s.admission().SetIssued(is) }}
-	s.adminSvc = svc
-	return svc.Refresh(ctx, true)
-}
-
-// FollowAdmin keeps the key table in step with a store other replicas
-// write (Redis) until ctx ends.
-func (s *Server) FollowAdmin(ctx context.Context) {
-	if s.adminSvc != nil {
-		s.adminSvc.Run(ctx)
-	}
-}
 
 // adminEnv is what admin changes are checked against in snap's config.
 func adminEnv(snap *snapshot.Snapshot) *admin.Env {
@@ -54,29 +36,9 @@ func adminEnv(snap *snapshot.Snapshot) *admin.Env {
 	}}
 }
 
-// methods dispatches on the method; others get 405 with Allow.
-func methods(hs map[string]http.HandlerFunc) http.HandlerFunc {
-	allow := make([]string, 0, len(hs))
-	for m := range hs {
-		allow = append(allow, m)
-	}
-	sort.Strings(allow)
-	return func(w http.ResponseWriter, r *http.Request) {
-		h := hs[r.Method]
-		if h == nil && r.Method == http.MethodHead {
-			h = hs[http.MethodGet]
-		}
-		if h == nil {
-			front.MethodNotAllowed(w, r, strings.Join(allow, ", "))
-			return
-		}
-		h(w, r)
-	}
-}
-
 // adminFailed writes an admin call's error: the admin package's refusals
 // as they are, anything else (the store failing) as 503.
-func (s *Server) adminFailed(w http.ResponseWriter, r *http.Request, err error) {
+func (s *Plane) adminFailed(w http.ResponseWriter, r *http.Request, err error) {
 	if e, ok := admin.AsError(err); ok {
 		typ := "invalid_request_error"
 		if e.Status == http.StatusNotFound {
@@ -94,8 +56,7 @@ func (s *Server) adminFailed(w http.ResponseWriter, r *http.Request, err error) 
 }
 
 // adminBody reads an admin request body (bounded in size and time).
-func (s *Server) adminBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
-	snap := s.snap.Load()
+func (s *Plane) adminBody(w http.ResponseWriter, r *http.Request, snap *snapshot.Snapshot) ([]byte, bool) {
 	b, aerr := front.ReadBody(r, w, maxAdminBody, snap.Config.Limits.BodyTimeout.D())
 	if aerr != nil {
 		if aerr.Code == "request_too_large" { // a fixed bound, not limits.max_request_body
@@ -158,7 +119,7 @@ func issuedKeyView(k *admin.Key) keyView {
 }
 
 // configKey finds a key of the config by id.
-func (s *Server) configKey(id string) *tenant.Identity {
+func (s *Plane) configKey(id string) *tenant.Identity {
 	if t := s.Admission.Keys(); t != nil {
 		for _, k := range t.Keys() {
 			if k.KeyID == id && k.Origin != tenant.OriginAdmin {
@@ -169,16 +130,16 @@ func (s *Server) configKey(id string) *tenant.Identity {
 	return nil
 }
 
-// handleAdminKeys lists every key (GET: config keys, then issued ones
+// Keys lists every key (GET: config keys, then issued ones
 // oldest first, in pages; ?revoked=false leaves revoked ones out) or
 // issues one (POST).
-func (s *Server) handleAdminKeys(w http.ResponseWriter, r *http.Request) {
+func (s *Plane) Keys(w http.ResponseWriter, r *http.Request, snap *snapshot.Snapshot, caller *tenant.Identity) {
 	if r.Method == http.MethodPost {
-		body, ok := s.adminBody(w, r)
+		body, ok := s.adminBody(w, r, snap)
 		if !ok {
 			return
 		}
-		is, err := s.adminSvc.CreateKey(r.Context(), adminActor(r.Context()), adminEnv(s.snap.Load()), body)
+		is, err := s.Admin.CreateKey(r.Context(), actorOf(caller), adminEnv(snap), body)
 		s.writeIssue(w, r, http.StatusCreated, is, err)
 		return
 	}
@@ -206,7 +167,7 @@ func (s *Server) handleAdminKeys(w http.ResponseWriter, r *http.Request) {
 		}
 		limit = n
 	}
-	st, err := s.adminSvc.Load(r.Context())
+	st, err := s.Admin.Load(r.Context())
 	if err != nil {
 		s.adminFailed(w, r, err)
 		return
@@ -291,8 +252,8 @@ func longID(w http.ResponseWriter, what, id string) bool {
 	return true
 }
 
-// handleAdminKey shows (GET), updates (PATCH) or revokes (DELETE) a key.
-func (s *Server) handleAdminKey(w http.ResponseWriter, r *http.Request) {
+// Key shows (GET), updates (PATCH) or revokes (DELETE) a key.
+func (s *Plane) Key(w http.ResponseWriter, r *http.Request, snap *snapshot.Snapshot, caller *tenant.Identity) {
 	id := r.PathValue("id")
 	if longID(w, "key", id) {
 		return
@@ -305,21 +266,21 @@ func (s *Server) handleAdminKey(w http.ResponseWriter, r *http.Request) {
 		front.WriteError(w, front.OpenAI, readOnly("key", id, ck.Origin))
 		return
 	}
-	ctx, actor := r.Context(), adminActor(r.Context())
+	ctx, actor := r.Context(), actorOf(caller)
 	var k *admin.Key
 	var err error
 	switch r.Method {
 	case http.MethodPatch:
-		body, ok := s.adminBody(w, r)
+		body, ok := s.adminBody(w, r, snap)
 		if !ok {
 			return
 		}
-		k, err = s.adminSvc.UpdateKey(ctx, actor, adminEnv(s.snap.Load()), id, body)
+		k, err = s.Admin.UpdateKey(ctx, actor, adminEnv(snap), id, body)
 	case http.MethodDelete:
-		k, err = s.adminSvc.RevokeKey(ctx, actor, id)
+		k, err = s.Admin.RevokeKey(ctx, actor, id)
 	default:
 		var st *admin.State
-		if st, err = s.adminSvc.Load(ctx); err == nil {
+		if st, err = s.Admin.Load(ctx); err == nil {
 			if k = st.Keys[id]; k == nil {
 				err = &admin.Error{Status: http.StatusNotFound, Code: "not_found", Message: fmt.Sprintf("no key %q", front.Shown(id))}
 			}
@@ -332,8 +293,8 @@ func (s *Server) handleAdminKey(w http.ResponseWriter, r *http.Request) {
 	front.WriteJSON(w, http.StatusOK, issuedKeyView(k))
 }
 
-// handleAdminKeyAction runs POST /admin/v1/keys/{id}/revoke or /rotate.
-func (s *Server) handleAdminKeyAction(w http.ResponseWriter, r *http.Request) {
+// KeyAction runs POST /admin/v1/keys/{id}/revoke or /rotate.
+func (s *Plane) KeyAction(w http.ResponseWriter, r *http.Request, snap *snapshot.Snapshot, caller *tenant.Identity) {
 	id, action := r.PathValue("id"), r.PathValue("action")
 	if longID(w, "key", id) {
 		return
@@ -347,18 +308,18 @@ func (s *Server) handleAdminKeyAction(w http.ResponseWriter, r *http.Request) {
 		front.WriteError(w, front.OpenAI, readOnly("key", id, ck.Origin))
 		return
 	}
-	body, ok := s.adminBody(w, r)
+	body, ok := s.adminBody(w, r, snap)
 	if !ok {
 		return
 	}
-	ctx, actor := r.Context(), adminActor(r.Context())
+	ctx, actor := r.Context(), actorOf(caller)
 	if action == "revoke" {
 		if len(strings.TrimSpace(string(body))) > 0 && strings.TrimSpace(string(body)) != "{}" {
 			front.WriteError(w, front.OpenAI, &front.Error{Status: http.StatusBadRequest, Type: "invalid_request_error", Code: "unknown_field",
 				Message: "revoke takes no fields"})
 			return
 		}
-		k, err := s.adminSvc.RevokeKey(ctx, actor, id)
+		k, err := s.Admin.RevokeKey(ctx, actor, id)
 		if err != nil {
 			s.adminFailed(w, r, err)
 			return
@@ -366,13 +327,13 @@ func (s *Server) handleAdminKeyAction(w http.ResponseWriter, r *http.Request) {
 		front.WriteJSON(w, http.StatusOK, issuedKeyView(k))
 		return
 	}
-	is, err := s.adminSvc.RotateKey(ctx, actor, id, body)
+	is, err := s.Admin.RotateKey(ctx, actor, id, body)
 	s.writeIssue(w, r, http.StatusOK, is, err)
 }
 
 // writeIssue answers a creation or rotation: the key with its secret,
 // which no cache may keep.
-func (s *Server) writeIssue(w http.ResponseWriter, r *http.Request, status int, is *admin.Issue, err error) {
+func (s *Plane) writeIssue(w http.ResponseWriter, r *http.Request, status int, is *admin.Issue, err error) {
 	if err != nil {
 		s.adminFailed(w, r, err)
 		return
@@ -422,15 +383,14 @@ func configTenants(snap *snapshot.Snapshot) map[string]tenantView {
 	return out
 }
 
-// handleAdminTenants lists tenants (GET) or creates one (POST).
-func (s *Server) handleAdminTenants(w http.ResponseWriter, r *http.Request) {
-	snap := s.snap.Load()
+// Tenants lists tenants (GET) or creates one (POST).
+func (s *Plane) Tenants(w http.ResponseWriter, r *http.Request, snap *snapshot.Snapshot, caller *tenant.Identity) {
 	if r.Method == http.MethodPost {
-		body, ok := s.adminBody(w, r)
+		body, ok := s.adminBody(w, r, snap)
 		if !ok {
 			return
 		}
-		t, err := s.adminSvc.CreateTenant(r.Context(), adminActor(r.Context()), adminEnv(snap), body)
+		t, err := s.Admin.CreateTenant(r.Context(), actorOf(caller), adminEnv(snap), body)
 		if err != nil {
 			s.adminFailed(w, r, err)
 			return
@@ -441,7 +401,7 @@ func (s *Server) handleAdminTenants(w http.ResponseWriter, r *http.Request) {
 	if _, ok := adminParams(w, r); !ok {
 		return
 	}
-	st, err := s.adminSvc.Load(r.Context())
+	st, err := s.Admin.Load(r.Context())
 	if err != nil {
 		s.adminFailed(w, r, err)
 		return
@@ -457,20 +417,20 @@ func (s *Server) handleAdminTenants(w http.ResponseWriter, r *http.Request) {
 	front.WriteJSON(w, http.StatusOK, map[string]any{"object": "list", "data": out})
 }
 
-// handleAdminTenant shows (GET), updates (PATCH) or deletes (DELETE) one.
-func (s *Server) handleAdminTenant(w http.ResponseWriter, r *http.Request) {
+// Tenant shows (GET), updates (PATCH) or deletes (DELETE) one.
+func (s *Plane) Tenant(w http.ResponseWriter, r *http.Request, snap *snapshot.Snapshot, caller *tenant.Identity) {
 	name := r.PathValue("name")
 	if longID(w, "tenant", name) {
 		return
 	}
-	ctx, actor := r.Context(), adminActor(r.Context())
-	st, err := s.adminSvc.Load(ctx)
+	ctx, actor := r.Context(), actorOf(caller)
+	st, err := s.Admin.Load(ctx)
 	if err != nil {
 		s.adminFailed(w, r, err)
 		return
 	}
 	if st.Tenants[name] == nil {
-		if v, ok := configTenants(s.snap.Load())[name]; ok {
+		if v, ok := configTenants(snap)[name]; ok {
 			if r.Method == http.MethodGet || r.Method == http.MethodHead {
 				front.WriteJSON(w, http.StatusOK, v)
 				return
@@ -481,18 +441,18 @@ func (s *Server) handleAdminTenant(w http.ResponseWriter, r *http.Request) {
 	}
 	switch r.Method {
 	case http.MethodPatch:
-		body, ok := s.adminBody(w, r)
+		body, ok := s.adminBody(w, r, snap)
 		if !ok {
 			return
 		}
-		t, err := s.adminSvc.UpdateTenant(ctx, actor, name, body)
+		t, err := s.Admin.UpdateTenant(ctx, actor, name, body)
 		if err != nil {
 			s.adminFailed(w, r, err)
 			return
 		}
 		front.WriteJSON(w, http.StatusOK, issuedTenantView(t))
 	case http.MethodDelete:
-		if err := s.adminSvc.DeleteTenant(ctx, actor, name); err != nil {
+		if err := s.Admin.DeleteTenant(ctx, actor, name); err != nil {
 			s.adminFailed(w, r, err)
 			return
 		}
@@ -513,9 +473,9 @@ const (
 	auditMaxLimit     = 1000
 )
 
-// handleAdminAudit lists audit rows oldest first; has_more and next_after
+// Audit lists audit rows oldest first; has_more and next_after
 // page on.
-func (s *Server) handleAdminAudit(w http.ResponseWriter, r *http.Request) {
+func (s *Plane) Audit(w http.ResponseWriter, r *http.Request, _ *snapshot.Snapshot, _ *tenant.Identity) {
 	params, ok := adminParams(w, r, "after", "limit")
 	if !ok {
 		return
@@ -543,7 +503,7 @@ func (s *Server) handleAdminAudit(w http.ResponseWriter, r *http.Request) {
 	}
 	want := q.Limit
 	q.Limit++ // one more tells whether there is a next page
-	rows, err := s.adminSvc.St.Audit(r.Context(), q)
+	rows, err := s.Admin.St.Audit(r.Context(), q)
 	if err != nil {
 		s.adminFailed(w, r, err)
 		return

@@ -1,4 +1,12 @@
-package server
+// Package dispatch is queue dispatch, the distributed execution of
+// queue.mode: redis. Its ingress enqueues a request the inference plane has
+// authenticated, parsed and routed, and relays the answer a worker
+// publishes exactly as a local answer would have been written; its worker
+// leases jobs and serves each through the handler the server gives it
+// (Jobs), so a job runs the same attempt loop as a local request. It may
+// call the queue, the config snapshot it is handed, admission (a job's key
+// digest) and front; it never calls the server or a plane above it.
+package dispatch
 
 import (
 	"context"
@@ -7,16 +15,21 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"sync"
 	"time"
 
+	"switchboard/internal/admit"
 	"switchboard/internal/config"
 	"switchboard/internal/front"
 	"switchboard/internal/metrics"
 	"switchboard/internal/provider"
 	"switchboard/internal/queue"
+	"switchboard/internal/route"
+	"switchboard/internal/snapshot"
 	"switchboard/internal/sse"
+	"switchboard/internal/tenant"
 )
 
 // Distributed execution (queue.mode: redis). The ingress side: a request
@@ -25,10 +38,24 @@ import (
 // handlers and publishes the answer; this side relays that answer to the
 // client exactly as a local answer would have been written.
 
-// Queueing is the server's distributed-execution state (nil: mode off).
-type Queueing struct {
+// Plane is one replica's part in distributed execution: the ingress, the
+// worker or both (Role). A server with queue.mode off has none.
+type Plane struct {
 	Q *queue.Queue
 	Role
+	Log     *slog.Logger
+	Metrics *metrics.Metrics
+	// Snap is the config snapshot in force (nil before the first Apply).
+	Snap func() *snapshot.Snapshot
+	// Selector orders a request's providers; the first one's queue is
+	// where its job waits.
+	Selector *route.Selector
+	// Admission authenticates a job's key digest on a worker.
+	Admission *admit.Controller
+	// Jobs serves a job's request on a worker: the gateway's routes,
+	// without the access log and request metrics (the ingress counted the
+	// request).
+	Jobs http.Handler
 
 	mu      sync.Mutex
 	origin  *queue.Origin
@@ -46,30 +73,29 @@ const ingressOp = 5 * time.Second
 // requests fail fast instead of each trying again.
 var errOriginPending = errors.New("the queue subscription is not up (redis unreachable)")
 
-// JoinQueue switches the server to distributed execution on q; an
-// ingress starts its subscription at once.
-func (s *Server) JoinQueue(q *queue.Queue, role Role) {
-	s.queueing = &Queueing{Q: q, Role: role}
-	s.Metrics.WatchQueue(s.queueState)
-	if role.Ingress {
+// Join starts the plane: the queue gauges, and an ingress's subscription
+// at once (without waiting for it).
+func (p *Plane) Join() {
+	p.Metrics.WatchQueue(p.State)
+	if p.Ingress {
 		// Start the attempt without waiting for it (a done context).
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel()
-		_, _ = s.queueing.originFor(ctx, s)
+		_, _ = p.originFor(ctx)
 	}
 }
 
-// queueState reads the shared queue for the gauges (bounded by the
-// queue's operation timeout).
-func (s *Server) queueState() (metrics.QueueState, bool) {
+// State reads the shared queue for the gauges (bounded by the queue's
+// operation timeout).
+func (p *Plane) State() (metrics.QueueState, bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), ingressOp)
 	defer cancel()
-	st, err := s.queueing.Q.Stats(ctx)
+	st, err := p.Q.Stats(ctx)
 	if err != nil {
 		return metrics.QueueState{}, false
 	}
 	// Every configured provider has a series, 0 until it has waited.
-	if snap := s.snap.Load(); snap != nil {
+	if snap := p.Snap(); snap != nil {
 		for name := range snap.Config.Providers {
 			if _, ok := st.Waiting[name]; !ok {
 				st.Waiting[name] = 0
@@ -79,14 +105,10 @@ func (s *Server) queueState() (metrics.QueueState, bool) {
 	return metrics.QueueState{Waiting: st.Waiting, Leased: st.Leased, DLQ: st.DLQ}, true
 }
 
-// queueDetail is the queue section of /v1/health/detail (nil with the
-// queue off): this replica's role and the shared queue's state, or the
-// error that kept it from being read.
-func (s *Server) queueDetail(ctx context.Context) map[string]any {
-	qg := s.queueing
-	if qg == nil {
-		return nil
-	}
+// Detail is the queue section of /v1/health/detail: this replica's role
+// and the shared queue's state, or the error that kept it from being read.
+func (p *Plane) Detail(ctx context.Context) map[string]any {
+	qg := p
 	out := map[string]any{"mode": "redis", "role": qg.Role.String(), "namespace": queue.Namespace}
 	ctx, cancel := context.WithTimeout(ctx, ingressOp)
 	defer cancel()
@@ -108,7 +130,7 @@ func (s *Server) queueDetail(ctx context.Context) map[string]any {
 // time (requests arriving meanwhile wait for it, within their own
 // deadline); after a failure, requests fail fast for 250 ms. So an
 // ingress booted while Redis was down starts serving once Redis answers.
-func (qg *Queueing) originFor(ctx context.Context, s *Server) (*queue.Origin, error) {
+func (qg *Plane) originFor(ctx context.Context) (*queue.Origin, error) {
 	qg.mu.Lock()
 	if o := qg.origin; o != nil {
 		qg.mu.Unlock()
@@ -119,7 +141,7 @@ func (qg *Queueing) originFor(ctx context.Context, s *Server) (*queue.Origin, er
 		qg.attempt = ch
 		go func() {
 			actx, cancel := context.WithTimeout(context.Background(), ingressOp)
-			o, err := qg.Q.StartOrigin(actx, s.Log)
+			o, err := qg.Q.StartOrigin(actx, qg.Log)
 			cancel()
 			qg.mu.Lock()
 			if err != nil {
@@ -163,8 +185,8 @@ type jobMeta struct {
 // jobHeaders are the client headers a worker's handler reads.
 var jobHeaders = append([]string{"Anthropic-Version", "Content-Type"}, front.Forwarded...)
 
-func encodeJob(r *http.Request, in *incoming) []byte {
-	m := jobMeta{Path: r.URL.Path, Model: in.model, RequestID: front.RequestID(r.Context())}
+func encodeJob(r *http.Request, in *Request) []byte {
+	m := jobMeta{Path: r.URL.Path, Model: in.Model, RequestID: front.RequestID(r.Context())}
 	for _, k := range jobHeaders {
 		if v := r.Header.Values(k); len(v) > 0 {
 			if m.Header == nil {
@@ -178,56 +200,59 @@ func encodeJob(r *http.Request, in *incoming) []byte {
 		m.KeyDigest = hex.EncodeToString(d[:])
 	}
 	meta, _ := json.Marshal(m)
-	out := make([]byte, 0, len(meta)+1+len(in.body))
+	out := make([]byte, 0, len(meta)+1+len(in.Body))
 	out = append(append(out, meta...), '\n')
-	return append(out, in.body...)
+	return append(out, in.Body...)
 }
 
-// queued reports whether this request is to be enqueued rather than run
-// here: queue mode, and not already a job a worker is running.
-func (s *Server) queued(r *http.Request) bool {
-	return s.queueing != nil && jobOf(r.Context()) == nil
+// Request is a request the ingress enqueues: authenticated, its body
+// checked (and translated), its model routed.
+type Request struct {
+	Route  *route.Route
+	ID     *tenant.Identity
+	Model  string
+	Body   []byte
+	Stream bool
+	// Timeout is timeouts.request: the job's total deadline, its wait in
+	// the queue included.
+	Timeout time.Duration
 }
 
-// dispatch enqueues in and relays its answer. It always answers.
-func (s *Server) dispatch(w http.ResponseWriter, r *http.Request, proto front.Protocol, ep provider.Endpoint, in *incoming) {
-	qg := s.queueing
-	// A refusal before the job is enqueued is this replica's to record:
-	// no worker will ever see the request.
-	refused := func() {
-		if u, _ := r.Context().Value(usageRecordKey{}).(*usageRecord); u != nil {
-			u.ingress = true
-		}
-	}
+// Dispatch enqueues in and relays its answer. It always answers.
+// refused reports a refusal before the job was enqueued (the queue full
+// or unreachable, a worker-only replica): no worker will ever see the
+// request, so its usage row is this replica's to record.
+func (p *Plane) Dispatch(w http.ResponseWriter, r *http.Request, proto front.Protocol, ep provider.Endpoint, in *Request) (refused bool) {
+	qg := p
+	refuse := func() { refused = true }
 	if !qg.Ingress {
-		refused()
+		refuse()
 		front.WriteError(w, proto, &front.Error{Status: http.StatusServiceUnavailable, Type: "server_error", Code: "not_ingress",
 			Message:    "this replica runs with --role worker and does not take requests; send them to an ingress replica",
 			RetryAfter: time.Second})
 		return
 	}
 	unavailable := func(err error) {
-		refused()
-		s.Log.WarnContext(r.Context(), "queue unavailable; refusing the request", "error", err.Error())
+		refuse()
+		p.Log.WarnContext(r.Context(), "queue unavailable; refusing the request", "error", err.Error())
 		front.WriteError(w, proto, &front.Error{Status: http.StatusServiceUnavailable, Type: "server_error", Code: "queue_unavailable",
 			Message: "the job queue (redis) is unavailable; retry shortly", RetryAfter: time.Second})
 	}
 	octx, cancel := context.WithTimeout(r.Context(), ingressOp)
-	origin, err := qg.originFor(octx, s)
+	origin, err := qg.originFor(octx)
 	cancel()
 	if err != nil {
 		unavailable(err)
 		return
 	}
-	cfg := in.snap.Config
-	order := s.selector.OrderBody(in.rt, in.body)
+	order := p.Selector.OrderBody(in.Route, in.Body)
 	tier := 0
 	tenantName := ""
-	if in.id != nil {
-		tier, tenantName = in.id.Tier, in.id.Tenant
+	if in.ID != nil {
+		tier, tenantName = in.ID.Tier, in.ID.Tenant
 	}
 	j := &queue.Job{ID: queue.NewID(), OToken: queue.NewID(), Origin: origin.ID, Provider: order[0].Provider,
-		Tier: tier, Stream: in.stream, Timeout: cfg.Timeouts.Request.D(), Endpoint: r.URL.Path, Tenant: tenantName,
+		Tier: tier, Stream: in.Stream, Timeout: in.Timeout, Endpoint: r.URL.Path, Tenant: tenantName,
 		Request: encodeJob(r, in)}
 	watch, stop := origin.Watch(j.ID)
 	defer stop()
@@ -236,7 +261,7 @@ func (s *Server) dispatch(w http.ResponseWriter, r *http.Request, proto front.Pr
 	cancel()
 	switch {
 	case errors.Is(err, queue.ErrFull):
-		refused()
+		refuse()
 		front.WriteError(w, proto, &front.Error{Status: http.StatusServiceUnavailable, Type: "server_error", Code: "queue_full",
 			Message: "the queue for provider " + j.Provider + " is full (" + err.Error() + "); retry later", RetryAfter: time.Second})
 		return
@@ -244,13 +269,14 @@ func (s *Server) dispatch(w http.ResponseWriter, r *http.Request, proto front.Pr
 		unavailable(err)
 		return
 	}
-	rl := &relayJob{s: s, w: w, r: r, proto: proto, ep: ep, j: j, q: qg.Q}
-	rl.run(watch, cfg.Timeouts.Request.D())
+	rl := &relayJob{p: p, w: w, r: r, proto: proto, ep: ep, j: j, q: qg.Q}
+	rl.run(watch, in.Timeout)
+	return
 }
 
 // relayJob writes one job's answer to its client.
 type relayJob struct {
-	s     *Server
+	p     *Plane
 	w     http.ResponseWriter
 	r     *http.Request
 	proto front.Protocol
@@ -451,8 +477,8 @@ func (rl *relayJob) cancel(why string) {
 	st, err := rl.q.Cancel(ctx, rl.j.ID, rl.j.OToken)
 	cancel()
 	if err == nil && (st == "waiting" || st == "leased") {
-		rl.s.Metrics.Queue.Cancellations.Inc()
-		rl.s.Log.InfoContext(rl.r.Context(), "queue: job canceled", "job", rl.j.ID, "why", why, "state", st)
+		rl.p.Metrics.Queue.Cancellations.Inc()
+		rl.p.Log.InfoContext(rl.r.Context(), "queue: job canceled", "job", rl.j.ID, "why", why, "state", st)
 	}
 }
 
@@ -473,7 +499,7 @@ func (rl *relayJob) failUnavailable(msg string) {
 
 // abort ends a started stream with an error event and cancels the job.
 func (rl *relayJob) abort(why string) {
-	rl.s.Log.WarnContext(rl.r.Context(), "queue: ending the stream", "job", rl.j.ID, "why", why)
+	rl.p.Log.WarnContext(rl.r.Context(), "queue: ending the stream", "job", rl.j.ID, "why", why)
 	rl.cancel(why)
 	if rl.sw == nil {
 		rl.failUnavailable(why)
@@ -519,29 +545,29 @@ func ParseRole(s string) (Role, error) {
 	return Role{}, fmt.Errorf("role must be ingress, worker or all, got %q", s)
 }
 
-// StartQueue joins distributed execution on q with role: the reaper runs on
-// every replica, the worker loop on workers. The returned wait blocks
-// until the worker has drained after ctx ended.
-func (s *Server) StartQueue(ctx context.Context, q *queue.Queue, role Role) (wait func()) {
-	s.JoinQueue(q, role)
-	go q.Reaper(ctx, max(q.Options().Lease/5, 100*time.Millisecond), s.Log, func(r queue.Reaped) {
-		s.Metrics.Queue.Redeliveries.Add(float64(r.Requeued))
-		s.Metrics.Queue.Cancellations.Add(float64(r.Canceled))
+// Start runs the plane until ctx ends: the reaper on every replica, the
+// worker loop on workers. The returned wait blocks until the worker has
+// drained after ctx ended.
+func (p *Plane) Start(ctx context.Context) (wait func()) {
+	q := p.Q
+	go q.Reaper(ctx, max(q.Options().Lease/5, 100*time.Millisecond), p.Log, func(r queue.Reaped) {
+		p.Metrics.Queue.Redeliveries.Add(float64(r.Requeued))
+		p.Metrics.Queue.Cancellations.Add(float64(r.Canceled))
 		if r.Requeued+r.Dead+r.Canceled > 0 {
-			s.Log.Info("queue: reaper", "requeued", r.Requeued, "dead_lettered", r.Dead, "canceled", r.Canceled)
+			p.Log.Info("queue: reaper", "requeued", r.Requeued, "dead_lettered", r.Dead, "canceled", r.Canceled)
 		}
 	})
 	done := make(chan struct{})
-	if !role.Worker {
+	if !p.Worker {
 		close(done)
 		return func() {}
 	}
 	conc := 64
-	if snap := s.snap.Load(); snap != nil {
+	if snap := p.Snap(); snap != nil {
 		conc = snap.Config.Queue.WorkerConcurrency
 	}
-	w := &queue.Worker{Q: q, Caps: s.WorkerCaps, Concurrency: conc, Log: s.Log, Run: s.RunJob,
-		OnLost: s.Metrics.Queue.LeaseLosses.Inc}
+	w := &queue.Worker{Q: q, Caps: p.WorkerCaps, Concurrency: conc, Log: p.Log, Run: p.RunJob,
+		OnLost: p.Metrics.Queue.LeaseLosses.Inc}
 	go func() {
 		defer close(done)
 		w.Start(ctx)

@@ -1,4 +1,4 @@
-package server
+package dispatch
 
 import (
 	"bytes"
@@ -24,26 +24,27 @@ import (
 // first-token gate, admission per attempt, spend settlement), writing to a
 // jobWriter that publishes the answer to the job's origin.
 
-// jobCtx marks a request a worker is running for a job.
-type jobCtx struct {
-	id *tenant.Identity
-	// left is the job's remaining total deadline at lease (Redis time).
-	left time.Duration
+// Job marks a request a worker is running for a queued job.
+type Job struct {
+	// ID is the job's identity: the ingress authenticated it (nil with
+	// auth off).
+	ID *tenant.Identity
+	// Left is the job's remaining total deadline at lease (Redis time).
+	Left time.Duration
 }
 
-type jobKeyT struct{}
+type jobKey struct{}
 
-var jobKey jobKeyT
-
-func jobOf(ctx context.Context) *jobCtx {
-	jc, _ := ctx.Value(jobKey).(*jobCtx)
+// JobOf is the job a request runs for, nil for a client's own request.
+func JobOf(ctx context.Context) *Job {
+	jc, _ := ctx.Value(jobKey{}).(*Job)
 	return jc
 }
 
 // WorkerCaps lists the providers of the running config with their
 // fleet-wide concurrency limits (providers.X.max_concurrency).
-func (s *Server) WorkerCaps() []queue.Cap {
-	snap := s.snap.Load()
+func (s *Plane) WorkerCaps() []queue.Cap {
+	snap := s.Snap()
 	if snap == nil {
 		return nil
 	}
@@ -59,13 +60,13 @@ func (s *Server) WorkerCaps() []queue.Cap {
 }
 
 // RunJob serves one delivery (queue.Worker.Run).
-func (s *Server) RunJob(ctx context.Context, d *queue.Delivery) {
+func (s *Plane) RunJob(ctx context.Context, d *queue.Delivery) {
 	meta, body, err := decodeJob(d.Request)
 	if err != nil {
 		s.refuseJob(d, "malformed job record: "+err.Error())
 		return
 	}
-	snap := s.snap.Load()
+	snap := s.Snap()
 	if snap == nil || snap.Routes.Lookup(meta.Model) == nil {
 		// Another config version: a replica that knows the model may take it.
 		s.refuseJob(d, "this worker's config has no model "+quoteModel(meta.Model))
@@ -80,10 +81,10 @@ func (s *Server) RunJob(ctx context.Context, d *queue.Delivery) {
 			return
 		}
 	}
-	jc := &jobCtx{id: id, left: d.Deadline.Sub(d.Now)}
+	jc := &Job{ID: id, Left: d.Deadline.Sub(d.Now)}
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	rctx := front.WithRequestID(context.WithValue(ctx, jobKey, jc), meta.RequestID)
+	rctx := front.WithRequestID(context.WithValue(ctx, jobKey{}, jc), meta.RequestID)
 	req, err := http.NewRequestWithContext(rctx, http.MethodPost, meta.Path, bytes.NewReader(body))
 	if err != nil {
 		s.refuseJob(d, "bad job path")
@@ -94,7 +95,7 @@ func (s *Server) RunJob(ctx context.Context, d *queue.Delivery) {
 		req.Header = http.Header{}
 	}
 	req.ContentLength = int64(len(body))
-	jw := &jobWriter{d: d, cancel: cancel, h: http.Header{}, limit: s.queueing.Q.Options().UnaryTerminal - 4096}
+	jw := &jobWriter{d: d, cancel: cancel, h: http.Header{}, limit: s.Q.Options().UnaryTerminal - 4096}
 	func() {
 		defer func() {
 			if v := recover(); v != nil {
@@ -105,7 +106,7 @@ func (s *Server) RunJob(ctx context.Context, d *queue.Delivery) {
 				}
 			}
 		}()
-		s.jobRoutes().ServeHTTP(jw, req)
+		s.Jobs.ServeHTTP(jw, req)
 	}()
 	if err := jw.finish(); err != nil && !errors.Is(err, queue.ErrCanceled) {
 		s.Log.WarnContext(rctx, "queue: the job's result was not stored", "job", d.ID, "error", err.Error())
@@ -116,7 +117,7 @@ func quoteModel(m string) string { b, _ := json.Marshal(m); return string(b) }
 
 // refuseJob gives a job back with the reason logged (and dead-letters it
 // after queue.max_deliveries).
-func (s *Server) refuseJob(d *queue.Delivery, why string) {
+func (s *Plane) refuseJob(d *queue.Delivery, why string) {
 	dead, err := d.Requeue(why)
 	s.Log.Warn("queue: refusing a job", "job", d.ID, "why", why, "dead_lettered", dead, "error", errString(err))
 }
@@ -167,6 +168,8 @@ type jobWriter struct {
 	err    error // a fenced publish refused: canceled or lost
 	usage  []byte
 }
+
+var usageKey = []byte(`"usage"`)
 
 // noteUsage keeps the last usage object a stream's events carried.
 func (w *jobWriter) noteUsage(b []byte) {

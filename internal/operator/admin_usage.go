@@ -1,4 +1,4 @@
-package server
+package operator
 
 import (
 	"context"
@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"switchboard/internal/front"
+	"switchboard/internal/snapshot"
+	"switchboard/internal/tenant"
 	"switchboard/internal/usagelog"
 )
 
@@ -16,18 +18,10 @@ const exportTimeout = 5 * time.Minute
 // queryTimeout bounds a summary or a page.
 const queryTimeout = 30 * time.Second
 
-// usageRoutes are the usage-log queries of the admin API.
-func (s *Server) usageRoutes(mux *http.ServeMux) {
-	mux.HandleFunc("/admin/v1/usage", s.admin(s.get(s.handleAdminUsage)))
-	mux.HandleFunc("/admin/v1/requests", s.admin(s.get(s.handleAdminRequests)))
-	mux.HandleFunc("/admin/v1/overview", s.admin(s.get(s.handleAdminOverview)))
-	mux.HandleFunc("/admin", s.get(s.handleAdminPage))
-}
-
 // usageQuery validates the request's parameters as a query of kind; nil
 // when it answered (400 invalid_value naming the parameter, or 404 when
 // the usage log is off).
-func (s *Server) usageQuery(w http.ResponseWriter, r *http.Request, kind string) *usagelog.Query {
+func (s *Plane) usageQuery(w http.ResponseWriter, r *http.Request, kind string) *usagelog.Query {
 	if s.UsageLog() == nil {
 		front.WriteError(w, front.OpenAI, &front.Error{Status: http.StatusNotFound, Type: "invalid_request_error", Code: "usage_log_disabled",
 			Message: "the usage log is off on this gateway (usage_log.enabled: false)"})
@@ -44,16 +38,16 @@ func (s *Server) usageQuery(w http.ResponseWriter, r *http.Request, kind string)
 }
 
 // queryFailed answers a query the database could not run.
-func (s *Server) queryFailed(w http.ResponseWriter, r *http.Request, err error) {
+func (s *Plane) queryFailed(w http.ResponseWriter, r *http.Request, err error) {
 	s.Log.WarnContext(r.Context(), "usage log query failed", "error", err.Error())
 	front.WriteError(w, front.OpenAI, &front.Error{Status: http.StatusServiceUnavailable, Type: "server_error", Code: "usage_unavailable",
 		Message: "the usage log cannot be read right now; request id " + front.RequestID(r.Context()), RetryAfter: time.Second})
 }
 
-// handleAdminUsage serves GET /admin/v1/usage: sums of requests, tokens
+// UsageSummary serves GET /admin/v1/usage: sums of requests, tokens
 // and cost, grouped by up to three of tenant, key, model, provider,
 // status, day and hour, within from..to and the filters.
-func (s *Server) handleAdminUsage(w http.ResponseWriter, r *http.Request) {
+func (s *Plane) UsageSummary(w http.ResponseWriter, r *http.Request, _ *snapshot.Snapshot, _ *tenant.Identity) {
 	q := s.usageQuery(w, r, usagelog.KindUsage)
 	if q == nil {
 		return
@@ -73,10 +67,10 @@ func (s *Server) handleAdminUsage(w http.ResponseWriter, r *http.Request) {
 	front.WriteJSON(w, http.StatusOK, usagelog.SummaryBody(q, groups, total))
 }
 
-// handleAdminRequests serves GET /admin/v1/requests: rows newest first,
+// Requests serves GET /admin/v1/requests: rows newest first,
 // filtered; JSON pages of at most usagelog.MaxPage with next_cursor, or a
 // streamed CSV / JSON-lines export of at most usagelog.MaxExport rows.
-func (s *Server) handleAdminRequests(w http.ResponseWriter, r *http.Request) {
+func (s *Plane) Requests(w http.ResponseWriter, r *http.Request, _ *snapshot.Snapshot, _ *tenant.Identity) {
 	q := s.usageQuery(w, r, usagelog.KindRequests)
 	if q == nil {
 		return

@@ -1,4 +1,4 @@
-package server
+package operator
 
 import (
 	"cmp"
@@ -10,6 +10,7 @@ import (
 
 	"switchboard/internal/admit"
 	"switchboard/internal/front"
+	"switchboard/internal/snapshot"
 	"switchboard/internal/spend"
 	"switchboard/internal/tenant"
 	"switchboard/internal/usagelog"
@@ -18,9 +19,9 @@ import (
 //go:embed dashboard/index.html dashboard/admin.html
 var dashboardFS embed.FS
 
-// handleDashboard serves the live dashboard page: static, embedded, no
+// Dashboard serves the live dashboard page: static, embedded, no
 // build step and no CDN. It polls /dashboard/data.
-func (s *Server) handleDashboard(w http.ResponseWriter, r *http.Request) {
+func (s *Plane) Dashboard(w http.ResponseWriter, r *http.Request) {
 	servePage(w, "dashboard/index.html")
 }
 
@@ -84,17 +85,17 @@ type dashTenant struct {
 	spentNano     int64        // SpentUSD, for the order
 }
 
-// maxDashTenants bounds the tenants /dashboard and /admin list (one store
+// MaxDashTenants bounds the tenants /dashboard and /admin list (one store
 // read each, every poll). A variable so that tests can lower it.
-var maxDashTenants = 100
+var MaxDashTenants = 100
 
 // topTenants picks the tenants a view lists: all of them when they fit,
-// else the maxDashTenants with the highest cost over the last 24 h in the
+// else the MaxDashTenants with the highest cost over the last 24 h in the
 // usage log (byTenant, keyed by label), ties by name. Without the log
 // (byTenant nil) nothing ranks them and the cut is by name. all is sorted
 // by name (tenant.Table) and left alone.
 func topTenants(all []*tenant.Identity, byTenant map[string]usagelog.Group) []*tenant.Identity {
-	if len(all) <= maxDashTenants {
+	if len(all) <= MaxDashTenants {
 		return all
 	}
 	ids := slices.Clone(all)
@@ -103,18 +104,14 @@ func topTenants(all []*tenant.Identity, byTenant map[string]usagelog.Group) []*t
 			return cmp.Compare(byTenant[b.Label()].CostNano, byTenant[a.Label()].CostNano)
 		})
 	}
-	return ids[:maxDashTenants]
+	return ids[:MaxDashTenants]
 }
 
-// handleDashboardData serves the dashboard's JSON (behind auth when on).
+// DashboardData serves the dashboard's JSON (behind auth when on).
 // Admins (everyone when auth is off) get providers, traffic and every
 // tenant's spend against its budget; a tenant gets the model names and
 // its own usage.
-func (s *Server) handleDashboardData(w http.ResponseWriter, r *http.Request) {
-	snap, id := s.entry(w, r)
-	if snap == nil {
-		return
-	}
+func (s *Plane) DashboardData(w http.ResponseWriter, r *http.Request, snap *snapshot.Snapshot, id *tenant.Identity) {
 	now := s.Clock.Now().UnixMilli()
 	if !tenant.Operator(id) {
 		models := make([]dashModel, 0, len(snap.Config.Models))
@@ -134,7 +131,7 @@ func (s *Server) handleDashboardData(w http.ResponseWriter, r *http.Request) {
 	for _, rt := range snap.Routes.Routes() {
 		name := rt.Model.Name
 		active := s.serving(rt)
-		dm := dashModel{Name: name, Active: active, Preferred: s.preferred(rt), Routing: rt.Policy, RequestCount: s.Stats.Requests(name),
+		dm := dashModel{Name: name, Active: active, Preferred: s.Selector.Preferred(rt), Routing: rt.Policy, RequestCount: s.Stats.Requests(name),
 			FellBack: s.Stats.FellBack(name)}
 		if fb := rt.Model.Fallbacks; fb != nil {
 			dm.Fallbacks, dm.FallbackOn = fb.Models, fb.On
@@ -154,7 +151,7 @@ func (s *Server) handleDashboardData(w http.ResponseWriter, r *http.Request) {
 	}
 	all := s.Admission.Tenants()
 	front.WriteJSON(w, http.StatusOK, map[string]any{"timestamp": now, "role": "admin", "models": models,
-		"tenants": s.tenantSpend(r.Context(), all), "tenants_total": len(all), "tenants_truncated": len(all) > maxDashTenants,
+		"tenants": s.tenantSpend(r.Context(), all), "tenants_total": len(all), "tenants_truncated": len(all) > MaxDashTenants,
 		"events": s.dashEvents()})
 }
 
@@ -163,9 +160,9 @@ func (s *Server) handleDashboardData(w http.ResponseWriter, r *http.Request) {
 // cannot be read (store down) is left out. The usage log ranks them only
 // when they do not all fit, so the common poll costs no query; a failed
 // query falls back to the cut by name.
-func (s *Server) tenantSpend(ctx context.Context, all []*tenant.Identity) []dashTenant {
+func (s *Plane) tenantSpend(ctx context.Context, all []*tenant.Identity) []dashTenant {
 	var byTenant map[string]usagelog.Group
-	if ul := s.UsageLog(); ul != nil && len(all) > maxDashTenants {
+	if ul := s.UsageLog(); ul != nil && len(all) > MaxDashTenants {
 		qctx, cancel := context.WithTimeout(ctx, queryTimeout)
 		byTenant, _ = groupsBy(qctx, ul.DB(), usagelog.Filter{From: s.Clock.Now().Add(-overviewWindow)}, "tenant")
 		cancel()
@@ -195,7 +192,7 @@ type dashEvent struct {
 	Fleet    bool   `json:"fleet,omitempty"`
 }
 
-func (s *Server) dashEvents() []dashEvent {
+func (s *Plane) dashEvents() []dashEvent {
 	ts := s.Health.Transitions()
 	out := make([]dashEvent, 0, len(ts))
 	for _, t := range ts {
