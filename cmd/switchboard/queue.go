@@ -12,6 +12,7 @@ import (
 	"switchboard/internal/config"
 	"switchboard/internal/dispatch"
 	"switchboard/internal/idempotency"
+	"switchboard/internal/inference"
 	"switchboard/internal/queue"
 	"switchboard/internal/server"
 	"switchboard/internal/store"
@@ -150,7 +151,7 @@ func queueCmd(args []string, stdout, stderr io.Writer) int {
 // shares Redis (the queue's client in queue mode), else the SQLite store's
 // file, else memory.
 func openIdempotency(cfg *config.Config, st store.Store) (idempotency.Store, func(), error) {
-	lim := server.IdempotencyLimits(cfg)
+	lim := inference.IdempotencyLimits(cfg)
 	if cfg.Redis.Enabled() {
 		c, err := queue.Dial(cfg.Redis.URL, cfg.Redis.CommandTimeout.D(), cfg.Redis.ConnectTimeout.D(), 32)
 		if err != nil {

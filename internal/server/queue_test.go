@@ -19,6 +19,7 @@ import (
 	"switchboard/internal/dispatch"
 	"switchboard/internal/front"
 	"switchboard/internal/idempotency"
+	"switchboard/internal/inference"
 	"switchboard/internal/queue"
 	"switchboard/internal/store/redistest"
 )
@@ -55,7 +56,7 @@ func startQueued(t *testing.T, srv *redistest.Server, yaml, queueLines string, r
 		}
 		t.Cleanup(func() { c.Close() })
 		s := New(log, nil, nil)
-		s.SetIdempotency(idempotency.NewRedis(c, IdempotencyLimits(cfg)))
+		s.SetIdempotency(idempotency.NewRedis(c, inference.IdempotencyLimits(cfg)))
 		s.Apply(cfg)
 		ctx, cancel := context.WithCancel(context.Background())
 		wait := s.StartQueue(ctx, queue.New(c, dispatch.QueueOptions(cfg)), role)

@@ -27,13 +27,14 @@ func (s *Server) routes() *http.ServeMux {
 	mux.HandleFunc("/health", s.get(s.handleHealth))
 	mux.HandleFunc("/ready", s.get(s.handleReady))
 	mux.HandleFunc("/metrics", s.get(s.handleMetrics))
-	mux.HandleFunc("/v1/models", s.get(s.handleModels))
-	mux.HandleFunc("/v1/models/{name...}", s.get(s.handleModel))
-	mux.HandleFunc("/v1/chat/completions", s.inference(provider.Chat))
-	mux.HandleFunc("/v1/completions", s.inference(provider.Completions))
-	mux.HandleFunc("/v1/responses", s.inference(provider.Responses))
-	mux.HandleFunc("/v1/embeddings", s.inference(provider.Embeddings))
-	mux.HandleFunc("/v1/messages", s.handleMessages)
+	inf := s.inf
+	mux.HandleFunc("/v1/models", s.get(s.authed(inf.Models)))
+	mux.HandleFunc("/v1/models/{name...}", s.get(s.authed(inf.Model)))
+	mux.HandleFunc("/v1/chat/completions", post(s.authed(inf.Endpoint(provider.Chat))))
+	mux.HandleFunc("/v1/completions", post(s.authed(inf.Endpoint(provider.Completions))))
+	mux.HandleFunc("/v1/responses", post(s.authed(inf.Endpoint(provider.Responses))))
+	mux.HandleFunc("/v1/embeddings", post(s.authed(inf.Endpoint(provider.Embeddings))))
+	mux.HandleFunc("/v1/messages", post(s.authed(inf.Messages)))
 	mux.HandleFunc("/v1/health/detail", s.get(s.authed(s.op.HealthDetail)))
 	mux.HandleFunc("/v1/usage", s.get(s.authed(s.op.Usage)))
 	mux.HandleFunc("/dashboard", s.get(s.op.Dashboard))
@@ -72,6 +73,17 @@ func (s *Server) get(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
 			front.MethodNotAllowed(w, r, "GET, HEAD")
+			return
+		}
+		h(w, r)
+	}
+}
+
+// post allows POST only.
+func post(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost {
+			front.MethodNotAllowed(w, r, "POST")
 			return
 		}
 		h(w, r)

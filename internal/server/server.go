@@ -24,6 +24,7 @@ import (
 	"switchboard/internal/dispatch"
 	"switchboard/internal/health"
 	"switchboard/internal/idempotency"
+	"switchboard/internal/inference"
 	"switchboard/internal/metrics"
 	"switchboard/internal/operator"
 	"switchboard/internal/provider"
@@ -54,7 +55,8 @@ type Server struct {
 	snap atomic.Pointer[snapshot.Snapshot]
 	// queueing is distributed execution (nil with queue.mode off).
 	queueing *dispatch.Plane
-	idem     idempotency.Store
+	// inf is the inference plane: the /v1 model endpoints.
+	inf *inference.Plane
 	// op is the operator plane: admin API, dashboards, health detail.
 	op *operator.Plane
 	// usage is the per-request usage log (nil: off).
@@ -113,6 +115,8 @@ func New(log *slog.Logger, clk clock.Clock, client *http.Client) *Server {
 	s.selector = &route.Selector{Stats: s.Stats, Busy: &route.Busy{}}
 	s.proxy.Busy = s.selector.Busy
 	s.Prober.Serving = s.selector.Preferred // e.g. lowest_latency probes the others, not the one it uses
+	s.inf = &inference.Plane{Log: log, Clock: clk, Metrics: s.Metrics, Stats: s.Stats, Prober: s.Prober, Selector: s.selector,
+		Proxy: s.proxy, Snap: s.Snapshot, UsageLog: s.UsageLog, Cutting: s.cutting.Load}
 	s.op = &operator.Plane{Log: log, Clock: clk, Health: s.Health, Stats: s.Stats, Selector: s.selector,
 		UsageLog: s.UsageLog, Draining: func() bool { return s.stopping.Load() || s.draining.Load() }}
 	return s
@@ -162,12 +166,13 @@ func (s *Server) Apply(cfg *config.Config) {
 			s.Log.Error("admin store refused", "error", err.Error())
 		}
 	}
-	if s.idem == nil {
-		s.idem = idempotency.NewMemory(IdempotencyLimits(cfg), nil)
+	if s.inf.Idempotency == nil {
+		s.inf.Idempotency = idempotency.NewMemory(inference.IdempotencyLimits(cfg), nil)
 	}
 	if s.proxy.Admission != s.Admission {
 		// Once, before the first request.
 		s.proxy.Admission = s.Admission
+		s.inf.Admission = s.Admission
 		s.op.Admission = s.Admission
 	}
 	// Configure validates nothing new: config.Load already did.

@@ -1,9 +1,12 @@
-package server
+package inference
 
 import (
 	"encoding/json"
 	"testing"
 )
+
+const chatBody = `{"model":"m","messages":[{"role":"user","content":"hi"}]}`
+const streamBody = `{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}`
 
 // FuzzInspectBody: any client body is either refused with a 4xx or yields
 // a non-empty model from a JSON object; nothing panics.

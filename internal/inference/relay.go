@@ -1,4 +1,4 @@
-package server
+package inference
 
 import (
 	"bytes"
@@ -25,7 +25,7 @@ import (
 // name (what actually answered, as the provider reported it); the name
 // the client asked for is X-Switchboard-Model, and the provider's config
 // name X-Switchboard-Provider.
-func (s *Server) setAnswerHeaders(w http.ResponseWriter, res *proxy.Result, rt *route.Route) {
+func (s *Plane) setAnswerHeaders(w http.ResponseWriter, res *proxy.Result, rt *route.Route) {
 	h := w.Header()
 	front.CopyUpstreamHeaders(h, res.Header)
 	s.secrets().Header(h)
@@ -42,7 +42,7 @@ func (s *Server) setAnswerHeaders(w http.ResponseWriter, res *proxy.Result, rt *
 
 // relay writes a committed result in the OpenAI protocol, measuring it on
 // the way.
-func (s *Server) relay(w http.ResponseWriter, r *http.Request, res *proxy.Result, ep provider.Endpoint, rt *route.Route, inspect bool) {
+func (s *Plane) relay(w http.ResponseWriter, r *http.Request, res *proxy.Result, ep provider.Endpoint, rt *route.Route, inspect bool) {
 	s.setAnswerHeaders(w, res, rt)
 	proto := proxy.ProtocolOf(ep)
 	if res.Events == nil {
@@ -106,7 +106,7 @@ type streamTail interface {
 // that arrived together leave in one write (as ReverseProxy relays what one
 // read returned). It returns nil at a clean end, errClientGone when the
 // client left, or the upstream's error.
-func (s *Server) pump(sw *sse.Writer, res *proxy.Result, tail streamTail, st *track.Stream) error {
+func (s *Plane) pump(sw *sse.Writer, res *proxy.Result, tail streamTail, st *track.Stream) error {
 	// Held events go out together: one flush for the status line, headers
 	// and everything up to the first token.
 	for i := range res.Held {
@@ -170,7 +170,7 @@ var usageKey = []byte(`"usage"`)
 // estimate cannot settle below it), and cost_usd (or, for a floor,
 // provider_cost_floor_usd) is added. skip reports a usage-only chunk the
 // gateway asked for and the client did not.
-func (s *Server) usageEvent(ev *sse.Event, res *proxy.Result, st *track.Stream) (raw []byte, skip bool) {
+func (s *Plane) usageEvent(ev *sse.Event, res *proxy.Result, st *track.Stream) (raw []byte, skip bool) {
 	if len(ev.Data) == 0 || !bytes.Contains(ev.Data, usageKey) {
 		return ev.Raw, false
 	}
@@ -225,7 +225,7 @@ func isUsageOnly(data []byte) bool {
 
 // costEvent rewrites an event that carries usage so its usage has cost_usd,
 // keeping its event name.
-func (s *Server) costEvent(ev *sse.Event, res *proxy.Result, st *track.Stream) []byte {
+func (s *Plane) costEvent(ev *sse.Event, res *proxy.Result, st *track.Stream) []byte {
 	if !st.Usage.Known || !gjson.GetBytes(ev.Data, "usage").IsObject() {
 		return ev.Raw
 	}
@@ -287,8 +287,8 @@ func streamFailed(ctx context.Context) string {
 }
 
 // secrets returns the current config's provider keys to mask.
-func (s *Server) secrets() *redact.Secrets {
-	if snap := s.snap.Load(); snap != nil {
+func (s *Plane) secrets() *redact.Secrets {
+	if snap := s.Snap(); snap != nil {
 		return snap.Secrets
 	}
 	return nil

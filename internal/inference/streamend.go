@@ -1,4 +1,4 @@
-package server
+package inference
 
 import (
 	"context"
@@ -29,8 +29,8 @@ type streamLimit struct {
 
 // limitStream arms timeouts.stream for res, measured from its send; nil
 // when the limit is off.
-func (s *Server) limitStream(res *proxy.Result) *streamLimit {
-	snap := s.snap.Load()
+func (s *Plane) limitStream(res *proxy.Result) *streamLimit {
+	snap := s.Snap()
 	if snap == nil || snap.Config.Timeouts.Stream <= 0 {
 		return nil
 	}
@@ -58,12 +58,12 @@ func (l *streamLimit) message() string {
 }
 
 // streamOutcome classifies a relayed stream's end from the relay's error.
-func (s *Server) streamOutcome(ctx context.Context, err error, timedOut bool) string {
+func (s *Plane) streamOutcome(ctx context.Context, err error, timedOut bool) string {
 	gone := errors.Is(err, errClientGone) || ctx.Err() != nil
 	switch {
 	case timedOut:
 		return streamTimeout
-	case gone && s.cutting.Load():
+	case gone && s.Cutting():
 		return streamCut
 	case gone:
 		return streamAbandoned

@@ -1,4 +1,4 @@
-package server
+package inference
 
 import (
 	"context"
@@ -25,7 +25,7 @@ const FallbackModelHeader = "X-Switchboard-Fallback-Model"
 // one deadline. A result names the route that served (Result.Route).
 // Nothing has reached the client when a fallback starts: a stream only
 // commits once a token arrived.
-func (s *Server) serve(ctx context.Context, in *incoming, call *proxy.Call) (*proxy.Result, *proxy.Failure) {
+func (s *Plane) serve(ctx context.Context, in *incoming, call *proxy.Call) (*proxy.Result, *proxy.Failure) {
 	deadline := s.Clock.Now().Add(call.Opts.Deadline)
 	var est *route.Estimate
 	size := func() route.Estimate {
@@ -62,7 +62,7 @@ func (s *Server) serve(ctx context.Context, in *incoming, call *proxy.Call) (*pr
 			if fb.Covers(config.FallbackRateLimit) && slices.ContainsFunc(fb.Models, usable) {
 				c.Opts.LeaveWhenPaused = true
 			}
-			res, f := s.proxy.Do(ctx, c)
+			res, f := s.Proxy.Do(ctx, c)
 			if res != nil {
 				res.Route = rt
 				return res, nil
@@ -117,7 +117,7 @@ func (s *Server) serve(ctx context.Context, in *incoming, call *proxy.Call) (*pr
 // covers context_window is left to take it. Without one the request is
 // sent anyway: the estimate is a heuristic, and the provider's own answer
 // is the authority.
-func (s *Server) overContext(rt *route.Route, fb *config.Fallbacks, usable func(string) bool, size func() route.Estimate) (int64, bool) {
+func (s *Plane) overContext(rt *route.Route, fb *config.Fallbacks, usable func(string) bool, size func() route.Estimate) (int64, bool) {
 	if rt.ContextLength <= 0 || !fb.Covers(config.FallbackContextWindow) || !slices.ContainsFunc(fb.Models, usable) {
 		return 0, false
 	}
@@ -128,10 +128,10 @@ func (s *Server) overContext(rt *route.Route, fb *config.Fallbacks, usable func(
 
 // fallbackCall is c moved to the fallback model next, with left of the
 // request's deadline.
-func (s *Server) fallbackCall(c *proxy.Call, in *incoming, next *route.Route, left time.Duration) *proxy.Call {
+func (s *Plane) fallbackCall(c *proxy.Call, in *incoming, next *route.Route, left time.Duration) *proxy.Call {
 	nc := *c
 	nc.Route = next
-	nc.Order = s.selector.OrderBody(next, c.Body)
+	nc.Order = s.Selector.OrderBody(next, c.Body)
 	nc.Opts = options(in.snap.Config, next.Model, c.Endpoint)
 	nc.Opts.Deadline = min(nc.Opts.Deadline, left)
 	return &nc

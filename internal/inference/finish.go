@@ -1,4 +1,4 @@
-package server
+package inference
 
 import (
 	"context"
@@ -17,7 +17,7 @@ import (
 // the per-request stats line. Only a completed stream logs Success or
 // feeds routing: a stream its client abandoned or the drain cut is not a
 // measurement of the provider.
-func (s *Server) finishStream(ctx context.Context, rt *route.Route, res *proxy.Result, st *track.Stream, outcome string) {
+func (s *Plane) finishStream(ctx context.Context, rt *route.Route, res *proxy.Result, st *track.Stream, outcome string) {
 	rt = servedRoute(res, rt)
 	defer s.Prober.AfterRequest(rt)
 	settleStream(res, st)
@@ -58,7 +58,7 @@ func (s *Server) finishStream(ctx context.Context, rt *route.Route, res *proxy.R
 // answerUnary writes a whole answer and records it. Probes are scheduled
 // before the write (so they are under way by the time the client has its
 // answer); the log line comes after it, off the client's wait.
-func (s *Server) answerUnary(ctx context.Context, w http.ResponseWriter, rt *route.Route, res *proxy.Result, status int, body []byte) {
+func (s *Plane) answerUnary(ctx context.Context, w http.ResponseWriter, rt *route.Route, res *proxy.Result, status int, body []byte) {
 	rt = servedRoute(res, rt)
 	s.Prober.AfterRequest(rt)
 	front.WriteUnary(w, status, s.secrets().Bytes(body))

@@ -1,4 +1,4 @@
-package server
+package inference
 
 import (
 	"context"
@@ -27,17 +27,14 @@ func IdempotencyLimits(cfg *config.Config) idempotency.Limits {
 	return idempotency.Limits{TTL: i.TTL.D(), MaxEntries: i.MaxEntries, MaxBytes: i.MaxBytes, MaxTotal: i.MaxTotalBytes}
 }
 
-// SetIdempotency sets the store before the first Apply (default: memory).
-func (s *Server) SetIdempotency(st idempotency.Store) { s.idem = st }
-
 // maxIdempotencyKey bounds the header (Stripe's limit).
 const maxIdempotencyKey = 255
 
 // idempotent runs serve under in's Idempotency-Key, if any, or answers by
 // itself (replay, conflict, bad key, wait over) without calling serve.
-func (s *Server) idempotent(w http.ResponseWriter, r *http.Request, proto front.Protocol, in *incoming, serve func(http.ResponseWriter)) {
+func (s *Plane) idempotent(w http.ResponseWriter, r *http.Request, proto front.Protocol, in *incoming, serve func(http.ResponseWriter)) {
 	key := r.Header.Get("Idempotency-Key")
-	if key == "" || s.idem == nil || dispatch.JobOf(r.Context()) != nil {
+	if key == "" || s.Idempotency == nil || dispatch.JobOf(r.Context()) != nil {
 		serve(w)
 		return
 	}
@@ -60,7 +57,7 @@ func (s *Server) idempotent(w http.ResponseWriter, r *http.Request, proto front.
 	var tick *time.Ticker
 	for {
 		ctx, cancel := context.WithTimeout(r.Context(), time.Second)
-		st, rec, tok, err := s.idem.Claim(ctx, skey, hash, total+30*time.Second)
+		st, rec, tok, err := s.Idempotency.Claim(ctx, skey, hash, total+30*time.Second)
 		cancel()
 		switch {
 		case err != nil:
@@ -100,9 +97,9 @@ func (s *Server) idempotent(w http.ResponseWriter, r *http.Request, proto front.
 }
 
 // runRecorded serves and stores the answer under the claim.
-func (s *Server) runRecorded(w http.ResponseWriter, r *http.Request, skey, tok string, serve func(http.ResponseWriter)) {
+func (s *Plane) runRecorded(w http.ResponseWriter, r *http.Request, skey, tok string, serve func(http.ResponseWriter)) {
 	limit := int64(1 << 20)
-	if snap := s.snap.Load(); snap != nil {
+	if snap := s.Snap(); snap != nil {
 		limit = snap.Config.Idempotency.MaxBytes
 	}
 	rw := &recorder{ResponseWriter: w, limit: limit}
@@ -110,13 +107,13 @@ func (s *Server) runRecorded(w http.ResponseWriter, r *http.Request, skey, tok s
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), time.Second)
 	defer cancel()
 	if !rw.storable() || r.Context().Err() != nil {
-		if err := s.idem.Release(ctx, skey, tok); err != nil {
+		if err := s.Idempotency.Release(ctx, skey, tok); err != nil {
 			s.Log.WarnContext(r.Context(), "idempotency: cannot release a key", "error", err.Error())
 		}
 		return
 	}
 	rec := &idempotency.Record{Status: rw.status, Header: replayHeaders(rw.Header()), Body: rw.buf}
-	if _, err := s.idem.Finish(ctx, skey, tok, rec); err != nil {
+	if _, err := s.Idempotency.Finish(ctx, skey, tok, rec); err != nil {
 		s.Log.WarnContext(r.Context(), "idempotency: answer not stored", "error", err.Error())
 	}
 }

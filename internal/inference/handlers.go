@@ -1,4 +1,4 @@
-package server
+package inference
 
 import (
 	"encoding/json"
@@ -54,11 +54,9 @@ type anthropicModel struct {
 
 func wantsAnthropic(r *http.Request) bool { return r.Header.Get("Anthropic-Version") != "" }
 
-func (s *Server) handleModels(w http.ResponseWriter, r *http.Request) {
-	snap, id := s.entry(w, r)
-	if snap == nil {
-		return
-	}
+// Models serves GET /v1/models: the models the caller may use, in
+// Anthropic's shape for an Anthropic SDK.
+func (s *Plane) Models(w http.ResponseWriter, r *http.Request, snap *snapshot.Snapshot, id *tenant.Identity) {
 	if wantsAnthropic(r) {
 		data := make([]anthropicModel, 0, len(snap.Config.Models))
 		for _, m := range snap.Config.Models {
@@ -84,11 +82,9 @@ func (s *Server) handleModels(w http.ResponseWriter, r *http.Request) {
 	front.WriteJSON(w, http.StatusOK, map[string]any{"object": "list", "data": data})
 }
 
-func (s *Server) handleModel(w http.ResponseWriter, r *http.Request) {
-	snap, id := s.entry(w, r)
-	if snap == nil {
-		return
-	}
+// Model serves GET /v1/models/{name}; an admin also sees its providers,
+// routing policy and fallbacks.
+func (s *Plane) Model(w http.ResponseWriter, r *http.Request, snap *snapshot.Snapshot, id *tenant.Identity) {
 	name := r.PathValue("name")
 	rt := snap.Routes.Lookup(name)
 	if rt == nil || !id.MayUse(rt.Model.Name) {
@@ -254,18 +250,11 @@ type incoming struct {
 	release func()
 }
 
-// prepare authenticates, reads and checks the body, takes the logical
-// preparation slot and resolves the model. It writes every refusal itself
-// (nil = answered); the caller releases the slot when the answer ends.
-func (s *Server) prepare(w http.ResponseWriter, r *http.Request, proto front.Protocol) *incoming {
-	if r.Method != http.MethodPost {
-		front.MethodNotAllowed(w, r, "POST")
-		return nil
-	}
-	snap, id := s.entry(w, r)
-	if snap == nil {
-		return nil
-	}
+// prepare reads and checks the body of an authenticated request, takes
+// the logical preparation slot and resolves the model. It writes every
+// refusal itself (nil = answered); the caller releases the slot when the
+// answer ends.
+func (s *Plane) prepare(w http.ResponseWriter, r *http.Request, snap *snapshot.Snapshot, id *tenant.Identity, proto front.Protocol) *incoming {
 	body, aerr := front.ReadBody(r, w, snap.Config.Limits.MaxRequestBody, snap.Config.Limits.BodyTimeout.D())
 	if aerr != nil {
 		front.WriteError(w, proto, aerr)
@@ -299,9 +288,9 @@ func (s *Server) prepare(w http.ResponseWriter, r *http.Request, proto front.Pro
 }
 
 // call builds the attempt loop's input for in.
-func (s *Server) call(r *http.Request, in *incoming, ep provider.Endpoint, body []byte) *proxy.Call {
+func (s *Plane) call(r *http.Request, in *incoming, ep provider.Endpoint, body []byte) *proxy.Call {
 	c := &proxy.Call{Endpoint: ep, Body: body, Stream: in.stream, Header: forwardHeaders(r), Route: in.rt,
-		Order: s.selector.OrderBody(in.rt, body), Opts: options(in.snap.Config, in.rt.Model, ep),
+		Order: s.Selector.OrderBody(in.rt, body), Opts: options(in.snap.Config, in.rt.Model, ep),
 		Identity: in.id, ClientModel: in.model, Meter: needsUsage(in.snap, in.id) || in.snap.Config.Tracking.On()}
 	if jc := dispatch.JobOf(r.Context()); jc != nil {
 		// The total deadline covers the queue wait too; it never grows.
@@ -319,7 +308,7 @@ func needsUsage(snap *snapshot.Snapshot, id *tenant.Identity) bool {
 }
 
 // failed answers a loop that found no answer.
-func (s *Server) failed(w http.ResponseWriter, r *http.Request, proto front.Protocol, in *incoming, fail *proxy.Failure) {
+func (s *Plane) failed(w http.ResponseWriter, r *http.Request, proto front.Protocol, in *incoming, fail *proxy.Failure) {
 	s.Prober.AfterRequest(in.rt)
 	switch {
 	case fail.Canceled:
@@ -368,10 +357,10 @@ func skippedRefusal(fail *proxy.Failure, in *incoming) *admit.Refusal {
 	return &out
 }
 
-// inference serves the OpenAI endpoints.
-func (s *Server) inference(ep provider.Endpoint) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		in := s.prepare(w, r, front.OpenAI)
+// Endpoint serves one of the OpenAI endpoints.
+func (s *Plane) Endpoint(ep provider.Endpoint) front.Handler {
+	return func(w http.ResponseWriter, r *http.Request, snap *snapshot.Snapshot, id *tenant.Identity) {
+		in := s.prepare(w, r, snap, id, front.OpenAI)
 		if in == nil {
 			return
 		}

@@ -1,4 +1,4 @@
-package server
+package inference
 
 import (
 	"bytes"
@@ -21,8 +21,8 @@ import (
 // writeRefusal answers a gateway refusal (rate limit, budget, overload,
 // unpriceable) in the client's protocol, with Retry-After and, when
 // enabled, the refused counter's advisory headers.
-func (s *Server) writeRefusal(w http.ResponseWriter, proto front.Protocol, id *tenant.Identity, ref *admit.Refusal) {
-	if snap := s.snap.Load(); snap != nil && snap.Advisory && id != nil {
+func (s *Plane) writeRefusal(w http.ResponseWriter, proto front.Protocol, id *tenant.Identity, ref *admit.Refusal) {
+	if snap := s.Snap(); snap != nil && snap.Advisory && id != nil {
 		ref.Advice.SetHeaders(w.Header(), snap.AdvisoryNames)
 	}
 	typ := ref.Type
@@ -34,7 +34,7 @@ func (s *Server) writeRefusal(w http.ResponseWriter, proto front.Protocol, id *t
 }
 
 // advise sets the advisory rate-limit headers captured at admission.
-func (s *Server) advise(w http.ResponseWriter, in *incoming, res *proxy.Result) {
+func (s *Plane) advise(w http.ResponseWriter, in *incoming, res *proxy.Result) {
 	if in.snap.Advisory && in.id != nil && res.Permit != nil {
 		res.Permit.SetHeaders(w.Header(), in.snap.AdvisoryNames)
 	}
@@ -44,7 +44,7 @@ func (s *Server) advise(w http.ResponseWriter, in *incoming, res *proxy.Result) 
 // catalog's price (or the provider's bill), null for an unknown model. It
 // runs on every unary answer, so the common case (no cost_usd yet) is one
 // lookup and one exact copy with the field spliced in.
-func (s *Server) withCost(body []byte, res *proxy.Result, u track.Usage) []byte {
+func (s *Plane) withCost(body []byte, res *proxy.Result, u track.Usage) []byte {
 	if !u.Known {
 		return body
 	}

@@ -1,4 +1,4 @@
-package server
+package inference
 
 import (
 	"context"
@@ -12,12 +12,6 @@ import (
 	"switchboard/internal/tenant"
 	"switchboard/internal/usagelog"
 )
-
-// SetUsageLog sets the per-request usage log (nil: off).
-func (s *Server) SetUsageLog(l *usagelog.Log) { s.usage.Store(l) }
-
-// UsageLog is the usage log (nil when off).
-func (s *Server) UsageLog() *usagelog.Log { return s.usage.Load() }
 
 // usageRecord is one request's usage-log row in the making: the attempt
 // loop's permits add their settled charges to tally (see admit.Tally),
@@ -36,7 +30,7 @@ type usageRecordKey struct{}
 // beginUsage starts the row of an accepted request (authenticated, body
 // checked, model known; see refusedUsage for the refusals before that). It returns the writer and request to serve with; u
 // is nil when the usage log is off.
-func (s *Server) beginUsage(w http.ResponseWriter, r *http.Request, in *incoming, ep provider.Endpoint) (http.ResponseWriter, *http.Request, *usageRecord) {
+func (s *Plane) beginUsage(w http.ResponseWriter, r *http.Request, in *incoming, ep provider.Endpoint) (http.ResponseWriter, *http.Request, *usageRecord) {
 	if s.UsageLog() == nil {
 		return w, r, nil
 	}
@@ -50,7 +44,7 @@ func (s *Server) beginUsage(w http.ResponseWriter, r *http.Request, in *incoming
 // an unknown or forbidden model): no attempts, no cost, but the operator
 // sees which key sends what. A request without a valid key has no tenant
 // to log it under; the access log and metrics count it.
-func (s *Server) refusedUsage(r *http.Request, id *tenant.Identity, model string, stream bool, status int) {
+func (s *Plane) refusedUsage(r *http.Request, id *tenant.Identity, model string, stream bool, status int) {
 	l := s.UsageLog()
 	if l == nil {
 		return
@@ -61,7 +55,7 @@ func (s *Server) refusedUsage(r *http.Request, id *tenant.Identity, model string
 }
 
 // usageRow is a row's start: who asked what, and when.
-func (s *Server) usageRow(r *http.Request, id *tenant.Identity, model, endpoint string, stream bool) usagelog.Row {
+func (s *Plane) usageRow(r *http.Request, id *tenant.Identity, model, endpoint string, stream bool) usagelog.Row {
 	row := usagelog.Row{Time: s.Clock.Now(), RequestID: front.RequestID(r.Context()), Tenant: id.Label(), Model: model,
 		Endpoint: endpoint, Stream: stream}
 	if id != nil {
@@ -73,7 +67,7 @@ func (s *Server) usageRow(r *http.Request, id *tenant.Identity, model, endpoint 
 // endUsage records the row once every attempt of the request has ended
 // (a hedge's losing side may end after the answer). A request handed to
 // the queue is recorded by the worker that runs it, not by the ingress.
-func (s *Server) endUsage(r *http.Request, u *usageRecord) {
+func (s *Plane) endUsage(r *http.Request, u *usageRecord) {
 	if u == nil || s.queued(r) && !u.ingress {
 		return
 	}
@@ -94,7 +88,7 @@ func (s *Server) endUsage(r *http.Request, u *usageRecord) {
 
 // do serves the call (the attempt loop and the model's fallbacks), noting
 // in the request's usage row who served.
-func (s *Server) do(ctx context.Context, in *incoming, c *proxy.Call) (*proxy.Result, *proxy.Failure) {
+func (s *Plane) do(ctx context.Context, in *incoming, c *proxy.Call) (*proxy.Result, *proxy.Failure) {
 	res, fail := s.serve(ctx, in, c)
 	if u, _ := ctx.Value(usageRecordKey{}).(*usageRecord); u != nil && res != nil {
 		u.row.Provider, u.row.ProviderModel = res.Candidate.Provider, res.Candidate.Model

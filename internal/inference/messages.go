@@ -1,4 +1,4 @@
-package server
+package inference
 
 import (
 	"io"
@@ -10,16 +10,18 @@ import (
 	"switchboard/internal/provider"
 	"switchboard/internal/proxy"
 	"switchboard/internal/route"
+	"switchboard/internal/snapshot"
 	"switchboard/internal/sse"
+	"switchboard/internal/tenant"
 	"switchboard/internal/track"
 	"switchboard/internal/translate"
 )
 
-// handleMessages serves Anthropic Messages clients. The request is
+// Messages serves Anthropic Messages clients. The request is
 // translated to the internal (OpenAI chat) form and routed to any provider
 // type; Anthropic providers get the client's body untranslated.
-func (s *Server) handleMessages(w http.ResponseWriter, r *http.Request) {
-	in := s.prepare(w, r, front.Anthropic)
+func (s *Plane) Messages(w http.ResponseWriter, r *http.Request, snap *snapshot.Snapshot, id *tenant.Identity) {
+	in := s.prepare(w, r, snap, id, front.Anthropic)
 	if in == nil {
 		return
 	}
@@ -41,7 +43,7 @@ func (s *Server) handleMessages(w http.ResponseWriter, r *http.Request) {
 }
 
 // messagesLocal runs a Messages request here and writes its answer.
-func (s *Server) messagesLocal(w http.ResponseWriter, r *http.Request, in *incoming, chat []byte) {
+func (s *Plane) messagesLocal(w http.ResponseWriter, r *http.Request, in *incoming, chat []byte) {
 	rt := in.rt
 	call := s.call(r, in, provider.Chat, chat)
 	call.Native = in.body
@@ -105,7 +107,7 @@ func (s *Server) messagesLocal(w http.ResponseWriter, r *http.Request, in *incom
 
 // endMessagesStream records how a Messages stream ended and, when it
 // failed or timed out with its client still there, tells the client.
-func (s *Server) endMessagesStream(w http.ResponseWriter, r *http.Request, rt *route.Route, res *proxy.Result, st *track.Stream, lim *streamLimit, err error) {
+func (s *Plane) endMessagesStream(w http.ResponseWriter, r *http.Request, rt *route.Route, res *proxy.Result, st *track.Stream, lim *streamLimit, err error) {
 	timedOut := lim.end()
 	outcome := s.streamOutcome(r.Context(), err, timedOut)
 	s.finishStream(r.Context(), rt, res, st, outcome)
@@ -119,7 +121,7 @@ func (s *Server) endMessagesStream(w http.ResponseWriter, r *http.Request, rt *r
 
 // translateStream relays a chat stream as Anthropic Messages events; nil
 // at a clean end.
-func (s *Server) translateStream(sw *sse.Writer, res *proxy.Result, ms *translate.MessagesStream, st *track.Stream) error {
+func (s *Plane) translateStream(sw *sse.Writer, res *proxy.Result, ms *translate.MessagesStream, st *track.Stream) error {
 	write := func(evs []translate.Event) bool {
 		for _, ev := range evs {
 			if sw.Event(ev.Name, ev.Data) != nil {
@@ -174,7 +176,7 @@ func (s *Server) translateStream(sw *sse.Writer, res *proxy.Result, ms *translat
 }
 
 // streamError ends an Anthropic stream that failed after its first byte.
-func (s *Server) streamError(w http.ResponseWriter, r *http.Request, res *proxy.Result, err error) {
+func (s *Plane) streamError(w http.ResponseWriter, r *http.Request, res *proxy.Result, err error) {
 	if r.Context().Err() != nil {
 		return // the client left; nothing to tell it
 	}
