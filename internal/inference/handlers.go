@@ -316,7 +316,7 @@ func (s *Plane) failed(w http.ResponseWriter, r *http.Request, proto front.Proto
 	case fail.Refusal != nil:
 		s.writeRefusal(w, proto, in.id, skippedRefusal(fail, in))
 	default:
-		front.WriteFailure(w, proto, fail, in.snap.Secrets)
+		writeFailure(w, proto, fail, in.snap.Secrets)
 	}
 }
 

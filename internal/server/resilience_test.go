@@ -14,7 +14,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"switchboard/internal/clock"
-	"switchboard/internal/front"
+	"switchboard/internal/inference"
 	"switchboard/internal/provider/mock"
 )
 
@@ -29,12 +29,12 @@ func hdr(kv ...string) http.Header {
 	return h
 }
 
-func failureDetailOf(t *testing.T, body string) (msg string, d front.FailureDetail) {
+func failureDetailOf(t *testing.T, body string) (msg string, d inference.FailureDetail) {
 	t.Helper()
 	var e struct {
 		Error struct {
-			Message string              `json:"message"`
-			Detail  front.FailureDetail `json:"detail"`
+			Message string                  `json:"message"`
+			Detail  inference.FailureDetail `json:"detail"`
 		} `json:"error"`
 	}
 	if err := json.Unmarshal([]byte(body), &e); err != nil {
