@@ -1,11 +1,3 @@
-// Package dispatch is queue dispatch, the distributed execution of
-// queue.mode: redis. Its ingress enqueues a request the inference plane has
-// authenticated, parsed and routed, and relays the answer a worker
-// publishes exactly as a local answer would have been written; its worker
-// leases jobs and serves each through the handler the server gives it
-// (Jobs), so a job runs the same attempt loop as a local request. It may
-// call the queue, the config snapshot it is handed, admission (a job's key
-// digest) and front; it never calls the server or a plane above it.
 package dispatch
 
 import (
@@ -14,20 +6,13 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
-	"fmt"
-	"log/slog"
 	"net/http"
-	"sync"
 	"time"
 
-	"switchboard/internal/admit"
-	"switchboard/internal/config"
 	"switchboard/internal/front"
-	"switchboard/internal/metrics"
 	"switchboard/internal/provider"
 	"switchboard/internal/queue"
 	"switchboard/internal/route"
-	"switchboard/internal/snapshot"
 	"switchboard/internal/sse"
 	"switchboard/internal/tenant"
 )
@@ -37,31 +22,6 @@ import (
 // enqueued as a job; a worker (see worker.go) runs it through the same
 // handlers and publishes the answer; this side relays that answer to the
 // client exactly as a local answer would have been written.
-
-// Plane is one replica's part in distributed execution: the ingress, the
-// worker or both (Role). A server with queue.mode off has none.
-type Plane struct {
-	Q *queue.Queue
-	Role
-	Log     *slog.Logger
-	Metrics *metrics.Metrics
-	// Snap is the config snapshot in force (nil before the first Apply).
-	Snap func() *snapshot.Snapshot
-	// Selector orders a request's providers; the first one's queue is
-	// where its job waits.
-	Selector *route.Selector
-	// Admission authenticates a job's key digest on a worker.
-	Admission *admit.Controller
-	// Jobs serves a job's request on a worker: the gateway's routes,
-	// without the access log and request metrics (the ingress counted the
-	// request).
-	Jobs http.Handler
-
-	mu      sync.Mutex
-	origin  *queue.Origin
-	attempt chan struct{} // closed when the running subscription attempt ends
-	failed  time.Time     // the last attempt's failure
-}
 
 // ingressOp bounds one queue call of an ingress (and of the gauges and
 // health detail). Every Redis command is also bounded by
@@ -73,89 +33,36 @@ const ingressOp = 5 * time.Second
 // requests fail fast instead of each trying again.
 var errOriginPending = errors.New("the queue subscription is not up (redis unreachable)")
 
-// Join starts the plane: the queue gauges, and an ingress's subscription
-// at once (without waiting for it).
-func (p *Plane) Join() {
-	p.Metrics.WatchQueue(p.State)
-	if p.Ingress {
-		// Start the attempt without waiting for it (a done context).
-		ctx, cancel := context.WithCancel(context.Background())
-		cancel()
-		_, _ = p.originFor(ctx)
-	}
-}
-
-// State reads the shared queue for the gauges (bounded by the queue's
-// operation timeout).
-func (p *Plane) State() (metrics.QueueState, bool) {
-	ctx, cancel := context.WithTimeout(context.Background(), ingressOp)
-	defer cancel()
-	st, err := p.Q.Stats(ctx)
-	if err != nil {
-		return metrics.QueueState{}, false
-	}
-	// Every configured provider has a series, 0 until it has waited.
-	if snap := p.Snap(); snap != nil {
-		for name := range snap.Config.Providers {
-			if _, ok := st.Waiting[name]; !ok {
-				st.Waiting[name] = 0
-			}
-		}
-	}
-	return metrics.QueueState{Waiting: st.Waiting, Leased: st.Leased, DLQ: st.DLQ}, true
-}
-
-// Detail is the queue section of /v1/health/detail: this replica's role
-// and the shared queue's state, or the error that kept it from being read.
-func (p *Plane) Detail(ctx context.Context) map[string]any {
-	qg := p
-	out := map[string]any{"mode": "redis", "role": qg.Role.String(), "namespace": queue.Namespace}
-	ctx, cancel := context.WithTimeout(ctx, ingressOp)
-	defer cancel()
-	st, err := qg.Q.Stats(ctx)
-	if err != nil {
-		out["available"], out["error"] = false, "redis does not answer"
-		return out
-	}
-	o := qg.Q.Options()
-	out["available"] = true
-	out["waiting"], out["leased"], out["retained_jobs"], out["dlq"] = st.Waiting, st.Leased, st.Retained, st.DLQ
-	out["bytes"] = map[string]int64{"requests": st.BaseBytes, "terminals": st.TerminalBytes, "dlq": st.DLQBytes}
-	out["limits"] = map[string]any{"depth": o.Depth, "max_deliveries": o.MaxDeliveries, "lease_seconds": o.Lease.Seconds(),
-		"retained_jobs": o.RetainedJobs, "dlq_max": o.DLQMax}
-	return out
-}
-
 // originFor returns this replica's subscription. One attempt runs at a
 // time (requests arriving meanwhile wait for it, within their own
 // deadline); after a failure, requests fail fast for 250 ms. So an
 // ingress booted while Redis was down starts serving once Redis answers.
-func (qg *Plane) originFor(ctx context.Context) (*queue.Origin, error) {
-	qg.mu.Lock()
-	if o := qg.origin; o != nil {
-		qg.mu.Unlock()
+func (p *Plane) originFor(ctx context.Context) (*queue.Origin, error) {
+	p.mu.Lock()
+	if o := p.origin; o != nil {
+		p.mu.Unlock()
 		return o, nil
 	}
-	if qg.attempt == nil && time.Since(qg.failed) >= 250*time.Millisecond {
+	if p.attempt == nil && time.Since(p.failed) >= 250*time.Millisecond {
 		ch := make(chan struct{})
-		qg.attempt = ch
+		p.attempt = ch
 		go func() {
 			actx, cancel := context.WithTimeout(context.Background(), ingressOp)
-			o, err := qg.Q.StartOrigin(actx, qg.Log)
+			o, err := p.Q.StartOrigin(actx, p.Log)
 			cancel()
-			qg.mu.Lock()
+			p.mu.Lock()
 			if err != nil {
-				qg.failed = time.Now()
+				p.failed = time.Now()
 			} else {
-				qg.origin = o
+				p.origin = o
 			}
-			qg.attempt = nil
-			qg.mu.Unlock()
+			p.attempt = nil
+			p.mu.Unlock()
 			close(ch)
 		}()
 	}
-	ch := qg.attempt
-	qg.mu.Unlock()
+	ch := p.attempt
+	p.mu.Unlock()
 	if ch == nil {
 		return nil, errOriginPending
 	}
@@ -164,12 +71,12 @@ func (qg *Plane) originFor(ctx context.Context) (*queue.Origin, error) {
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
-	qg.mu.Lock()
-	defer qg.mu.Unlock()
-	if qg.origin == nil {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.origin == nil {
 		return nil, errOriginPending
 	}
-	return qg.origin, nil
+	return p.origin, nil
 }
 
 // jobMeta is a job's request envelope: what the worker needs to serve it
@@ -223,9 +130,8 @@ type Request struct {
 // or unreachable, a worker-only replica): no worker will ever see the
 // request, so its usage row is this replica's to record.
 func (p *Plane) Dispatch(w http.ResponseWriter, r *http.Request, proto front.Protocol, ep provider.Endpoint, in *Request) (refused bool) {
-	qg := p
 	refuse := func() { refused = true }
-	if !qg.Ingress {
+	if !p.Ingress {
 		refuse()
 		front.WriteError(w, proto, &front.Error{Status: http.StatusServiceUnavailable, Type: "server_error", Code: "not_ingress",
 			Message:    "this replica runs with --role worker and does not take requests; send them to an ingress replica",
@@ -239,7 +145,7 @@ func (p *Plane) Dispatch(w http.ResponseWriter, r *http.Request, proto front.Pro
 			Message: "the job queue (redis) is unavailable; retry shortly", RetryAfter: time.Second})
 	}
 	octx, cancel := context.WithTimeout(r.Context(), ingressOp)
-	origin, err := qg.originFor(octx)
+	origin, err := p.originFor(octx)
 	cancel()
 	if err != nil {
 		unavailable(err)
@@ -257,7 +163,7 @@ func (p *Plane) Dispatch(w http.ResponseWriter, r *http.Request, proto front.Pro
 	watch, stop := origin.Watch(j.ID)
 	defer stop()
 	ectx, cancel := context.WithTimeout(r.Context(), ingressOp)
-	_, err = qg.Q.Enqueue(ectx, j)
+	_, err = p.Q.Enqueue(ectx, j)
 	cancel()
 	switch {
 	case errors.Is(err, queue.ErrFull):
@@ -269,7 +175,7 @@ func (p *Plane) Dispatch(w http.ResponseWriter, r *http.Request, proto front.Pro
 		unavailable(err)
 		return
 	}
-	rl := &relayJob{p: p, w: w, r: r, proto: proto, ep: ep, j: j, q: qg.Q}
+	rl := &relayJob{p: p, w: w, r: r, proto: proto, ep: ep, j: j, q: p.Q}
 	rl.run(watch, in.Timeout)
 	return
 }
@@ -506,71 +412,4 @@ func (rl *relayJob) abort(why string) {
 		return
 	}
 	front.EndFailedStream(rl.sw, rl.proto, rl.ep, why)
-}
-
-// QueueOptions are the queue bounds of cfg.
-func QueueOptions(cfg *config.Config) queue.Options {
-	q := &cfg.Queue
-	return queue.Options{Depth: q.Depth, MaxDeliveries: q.MaxDeliveries, Lease: q.Lease.D(), OriginLease: q.OriginLease.D(),
-		RetainedJobs: q.RetainedJobs, RetainedBase: q.RetainedBaseBytes, RetainedTerminal: q.RetainedTerminalBytes,
-		UnaryTerminal: q.UnaryTerminalBytes, StreamTerminal: q.StreamTerminalBytes, ResultTTL: q.ResultTTL.D(),
-		DLQMax: q.DLQMax, DLQBytes: q.DLQBytes, DLQTTL: q.DLQTTL.D()}
-}
-
-// Role is which half of distributed execution a replica runs: Ingress
-// enqueues its clients' requests, Worker runs jobs (both for role all).
-type Role struct{ Ingress, Worker bool }
-
-// String is the role as --role spells it.
-func (r Role) String() string {
-	switch {
-	case r.Ingress && !r.Worker:
-		return "ingress"
-	case r.Worker && !r.Ingress:
-		return "worker"
-	}
-	return "all"
-}
-
-// ParseRole reads --role / SWITCHBOARD_ROLE: ingress, worker or all.
-func ParseRole(s string) (Role, error) {
-	switch s {
-	case "", "all":
-		return Role{Ingress: true, Worker: true}, nil
-	case "ingress":
-		return Role{Ingress: true}, nil
-	case "worker":
-		return Role{Worker: true}, nil
-	}
-	return Role{}, fmt.Errorf("role must be ingress, worker or all, got %q", s)
-}
-
-// Start runs the plane until ctx ends: the reaper on every replica, the
-// worker loop on workers. The returned wait blocks until the worker has
-// drained after ctx ended.
-func (p *Plane) Start(ctx context.Context) (wait func()) {
-	q := p.Q
-	go q.Reaper(ctx, max(q.Options().Lease/5, 100*time.Millisecond), p.Log, func(r queue.Reaped) {
-		p.Metrics.Queue.Redeliveries.Add(float64(r.Requeued))
-		p.Metrics.Queue.Cancellations.Add(float64(r.Canceled))
-		if r.Requeued+r.Dead+r.Canceled > 0 {
-			p.Log.Info("queue: reaper", "requeued", r.Requeued, "dead_lettered", r.Dead, "canceled", r.Canceled)
-		}
-	})
-	done := make(chan struct{})
-	if !p.Worker {
-		close(done)
-		return func() {}
-	}
-	conc := 64
-	if snap := p.Snap(); snap != nil {
-		conc = snap.Config.Queue.WorkerConcurrency
-	}
-	w := &queue.Worker{Q: q, Caps: p.WorkerCaps, Concurrency: conc, Log: p.Log, Run: p.RunJob,
-		OnLost: p.Metrics.Queue.LeaseLosses.Inc}
-	go func() {
-		defer close(done)
-		w.Start(ctx)
-	}()
-	return func() { <-done }
 }

@@ -43,16 +43,16 @@ func JobOf(ctx context.Context) *Job {
 
 // WorkerCaps lists the providers of the running config with their
 // fleet-wide concurrency limits (providers.X.max_concurrency).
-func (s *Plane) WorkerCaps() []queue.Cap {
-	snap := s.Snap()
+func (p *Plane) WorkerCaps() []queue.Cap {
+	snap := p.Snap()
 	if snap == nil {
 		return nil
 	}
 	caps := make([]queue.Cap, 0, len(snap.Config.Providers))
-	for name, p := range snap.Config.Providers {
+	for name, pc := range snap.Config.Providers {
 		c := queue.Cap{Provider: name}
-		if p.MaxConcurrency != nil {
-			c.Limit = *p.MaxConcurrency
+		if pc.MaxConcurrency != nil {
+			c.Limit = *pc.MaxConcurrency
 		}
 		caps = append(caps, c)
 	}
@@ -60,24 +60,24 @@ func (s *Plane) WorkerCaps() []queue.Cap {
 }
 
 // RunJob serves one delivery (queue.Worker.Run).
-func (s *Plane) RunJob(ctx context.Context, d *queue.Delivery) {
+func (p *Plane) RunJob(ctx context.Context, d *queue.Delivery) {
 	meta, body, err := decodeJob(d.Request)
 	if err != nil {
-		s.refuseJob(d, "malformed job record: "+err.Error())
+		p.refuseJob(d, "malformed job record: "+err.Error())
 		return
 	}
-	snap := s.Snap()
+	snap := p.Snap()
 	if snap == nil || snap.Routes.Lookup(meta.Model) == nil {
 		// Another config version: a replica that knows the model may take it.
-		s.refuseJob(d, "this worker's config has no model "+quoteModel(meta.Model))
+		p.refuseJob(d, "this worker's config has no model "+quoteModel(meta.Model))
 		return
 	}
 	var id *tenant.Identity
 	if meta.KeyDigest != "" {
 		var ok bool
-		id, ok = s.Admission.AuthenticateDigest(meta.KeyDigest)
+		id, ok = p.Admission.AuthenticateDigest(meta.KeyDigest)
 		if !ok {
-			s.refuseJob(d, "this worker's config does not know the job's API key")
+			p.refuseJob(d, "this worker's config does not know the job's API key")
 			return
 		}
 	}
@@ -87,7 +87,7 @@ func (s *Plane) RunJob(ctx context.Context, d *queue.Delivery) {
 	rctx := front.WithRequestID(context.WithValue(ctx, jobKey{}, jc), meta.RequestID)
 	req, err := http.NewRequestWithContext(rctx, http.MethodPost, meta.Path, bytes.NewReader(body))
 	if err != nil {
-		s.refuseJob(d, "bad job path")
+		p.refuseJob(d, "bad job path")
 		return
 	}
 	req.Header = meta.Header
@@ -95,21 +95,21 @@ func (s *Plane) RunJob(ctx context.Context, d *queue.Delivery) {
 		req.Header = http.Header{}
 	}
 	req.ContentLength = int64(len(body))
-	jw := &jobWriter{d: d, cancel: cancel, h: http.Header{}, limit: s.Q.Options().UnaryTerminal - 4096}
+	jw := &jobWriter{d: d, cancel: cancel, h: http.Header{}, limit: p.Q.Options().UnaryTerminal - 4096}
 	func() {
 		defer func() {
 			if v := recover(); v != nil {
-				s.Log.ErrorContext(rctx, "panic serving a job", "panic", v, "stack", string(debug.Stack()))
+				p.Log.ErrorContext(rctx, "panic serving a job", "panic", v, "stack", string(debug.Stack()))
 				if !jw.wrote {
 					front.WriteError(jw, front.ProtocolOf(req), &front.Error{Status: 500, Type: "server_error", Code: "internal_error",
 						Message: "internal error; request id " + meta.RequestID})
 				}
 			}
 		}()
-		s.Jobs.ServeHTTP(jw, req)
+		p.Jobs.ServeHTTP(jw, req)
 	}()
 	if err := jw.finish(); err != nil && !errors.Is(err, queue.ErrCanceled) {
-		s.Log.WarnContext(rctx, "queue: the job's result was not stored", "job", d.ID, "error", err.Error())
+		p.Log.WarnContext(rctx, "queue: the job's result was not stored", "job", d.ID, "error", err.Error())
 	}
 }
 
@@ -117,9 +117,9 @@ func quoteModel(m string) string { b, _ := json.Marshal(m); return string(b) }
 
 // refuseJob gives a job back with the reason logged (and dead-letters it
 // after queue.max_deliveries).
-func (s *Plane) refuseJob(d *queue.Delivery, why string) {
+func (p *Plane) refuseJob(d *queue.Delivery, why string) {
 	dead, err := d.Requeue(why)
-	s.Log.Warn("queue: refusing a job", "job", d.ID, "why", why, "dead_lettered", dead, "error", errString(err))
+	p.Log.Warn("queue: refusing a job", "job", d.ID, "why", why, "dead_lettered", dead, "error", errString(err))
 }
 
 func errString(err error) string {

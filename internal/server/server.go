@@ -1,7 +1,14 @@
-// Package server is Switchboard's HTTP front: routes, middleware (request
-// id, recovery, auth, body limit), the request handlers, and the one place
-// that writes errors. It reads an atomically swapped config snapshot; no
-// lock is taken on the request path.
+// Package server is Switchboard's HTTP front. It assembles the gateway:
+// it builds the planes (inference, operator, queue dispatch) over the
+// shared state (provider health, routing stats, admission, the attempt
+// loop), compiles each applied config into the snapshot every request
+// reads (swapped atomically: no lock on the request path), and serves
+// them: the route table, the middleware (request id, recovery, access log,
+// connection cap), authentication (gateway keys, the admin guard, the
+// metrics token), /health, /ready and /metrics, graceful shutdown, and the
+// provider state kept across restarts. A plane's handler gets the snapshot
+// and the caller's identity from it and never calls back into it. It may
+// call every package below it; only cmd/switchboard calls it.
 package server
 
 import (
