@@ -16,6 +16,7 @@ import (
 
 	"switchboard/internal/front"
 	"switchboard/internal/queue"
+	"switchboard/internal/sse"
 	"switchboard/internal/tenant"
 )
 
@@ -171,16 +172,20 @@ type jobWriter struct {
 
 var usageKey = []byte(`"usage"`)
 
-// noteUsage keeps the last usage object a stream's events carried.
+// noteUsage keeps the last usage object a stream's events carried (b
+// holds whole events: the relay writes event by event).
 func (w *jobWriter) noteUsage(b []byte) {
 	if !bytes.Contains(b, usageKey) {
 		return
 	}
-	for _, line := range bytes.Split(b, []byte("\n")) {
-		if d, ok := bytes.CutPrefix(line, []byte("data: ")); ok {
-			if u := gjson.GetBytes(d, "usage"); u.IsObject() {
-				w.usage = append(w.usage[:0], u.Raw...)
-			}
+	events := sse.NewReader(bytes.NewReader(b))
+	for {
+		ev, err := events.Next()
+		if err != nil {
+			return
+		}
+		if u := gjson.GetBytes(ev.Data, "usage"); u.IsObject() {
+			w.usage = append(w.usage[:0], u.Raw...)
 		}
 	}
 }

@@ -214,7 +214,7 @@ func floorEvent(ev *sse.Event) []byte {
 	if !usage.IsObject() || cost.Type != gjson.Number {
 		return ev.Raw
 	}
-	return eventBytes(ev.Name, setUsageField(ev.Data, usage, "provider_cost_floor_usd", []byte(cost.Raw)))
+	return sse.Frame(ev.Name, setUsageField(ev.Data, usage, "provider_cost_floor_usd", []byte(cost.Raw)))
 }
 
 // isUsageOnly reports a chat chunk that only carries usage (choices: []).
@@ -233,20 +233,7 @@ func (s *Plane) costEvent(ev *sse.Event, res *proxy.Result, st *track.Stream) []
 	if len(out) == len(ev.Data) {
 		return ev.Raw
 	}
-	return eventBytes(ev.Name, out)
-}
-
-// eventBytes frames data as one SSE event named name ("" = unnamed).
-func eventBytes(name string, data []byte) []byte {
-	b := make([]byte, 0, len(data)+len(name)+16)
-	if name != "" {
-		b = append(b, "event: "...)
-		b = append(b, name...)
-		b = append(b, '\n')
-	}
-	b = append(b, "data: "...)
-	b = append(b, data...)
-	return append(b, "\n\n"...)
+	return sse.Frame(ev.Name, out)
 }
 
 // responsesTail injects response.failed when a Responses stream ends
