@@ -96,7 +96,7 @@ func (p *Plane) RunJob(ctx context.Context, d *queue.Delivery) {
 		req.Header = http.Header{}
 	}
 	req.ContentLength = int64(len(body))
-	jw := &jobWriter{d: d, cancel: cancel, h: http.Header{}, limit: p.Q.Options().UnaryTerminal - 4096}
+	jw := &jobWriter{d: d, cancel: cancel, h: http.Header{}, answer: front.AnswerBuffer{Limit: p.Q.Options().UnaryTerminal - 4096}}
 	func() {
 		defer func() {
 			if v := recover(); v != nil {
@@ -161,9 +161,11 @@ type jobWriter struct {
 	status int
 	wrote  bool
 	stream bool
-	buf    []byte
-	limit  int64
-	over   bool
+	// buf holds a stream's bytes until the next flush publishes them.
+	buf []byte
+	// answer is a unary answer, bounded by the terminal capacity
+	// reserved for it.
+	answer front.AnswerBuffer
 	seq    int
 	head   bool
 	err    error // a fenced publish refused: canceled or lost
@@ -217,13 +219,7 @@ func (w *jobWriter) Write(b []byte) (int, error) {
 		}
 		return len(b), w.err
 	}
-	if int64(len(w.buf)+len(b)) > w.limit {
-		w.over = true
-		w.buf = nil
-	}
-	if !w.over {
-		w.buf = append(w.buf, b...)
-	}
+	w.answer.Write(b)
 	return len(b), nil
 }
 
@@ -268,17 +264,17 @@ func (w *jobWriter) finish() error {
 			return w.err
 		}
 		t = queue.Terminal{Kind: "stream", Status: w.status, Chunks: w.seq, Usage: w.usage}
-	case w.over:
-		t = tooLargeTerminal(w.limit)
+	case w.answer.Over():
+		t = tooLargeTerminal(w.answer.Limit)
 	default:
-		t = queue.Terminal{Kind: "unary", Status: w.status, Header: w.h, Body: w.buf}
-		if u := gjson.GetBytes(w.buf, "usage"); u.IsObject() {
+		t = queue.Terminal{Kind: "unary", Status: w.status, Header: w.h, Body: w.answer.Bytes()}
+		if u := gjson.GetBytes(t.Body, "usage"); u.IsObject() {
 			t.Usage = []byte(u.Raw)
 		}
 	}
 	err := w.d.Complete(t.Encode())
 	if errors.Is(err, queue.ErrTooLarge) {
-		t = tooLargeTerminal(w.limit)
+		t = tooLargeTerminal(w.answer.Limit)
 		err = w.d.Complete(t.Encode())
 	}
 	return err

@@ -106,3 +106,32 @@ func ResponsesFailed(code, msg string) []byte {
 		"object": "response", "status": "failed", "error": map[string]any{"code": code, "message": msg}}})
 	return b
 }
+
+// AnswerBuffer keeps a copy of an answer's body up to Limit bytes, for
+// whoever stores or forwards the answer after it was written (an
+// Idempotency-Key's record, a queued job's result). An answer that
+// outgrows the limit is dropped whole, never kept in part: what is kept
+// is the complete body or nothing, and no answer costs more than Limit.
+type AnswerBuffer struct {
+	Limit int64
+	buf   []byte
+	over  bool
+}
+
+// Write keeps b, or drops the whole copy once the answer passes Limit.
+func (a *AnswerBuffer) Write(b []byte) {
+	if a.over {
+		return
+	}
+	if int64(len(a.buf)+len(b)) > a.Limit {
+		a.over, a.buf = true, nil
+		return
+	}
+	a.buf = append(a.buf, b...)
+}
+
+// Bytes is the body kept so far (nil once Over).
+func (a *AnswerBuffer) Bytes() []byte { return a.buf }
+
+// Over reports an answer larger than Limit: nothing of it is kept.
+func (a *AnswerBuffer) Over() bool { return a.over }

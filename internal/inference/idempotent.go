@@ -102,7 +102,7 @@ func (s *Plane) runRecorded(w http.ResponseWriter, r *http.Request, skey, tok st
 	if snap := s.Snap(); snap != nil {
 		limit = snap.Config.Idempotency.MaxBytes
 	}
-	rw := &recorder{ResponseWriter: w, limit: limit}
+	rw := &recorder{ResponseWriter: w, body: front.AnswerBuffer{Limit: limit}}
 	serve(rw)
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), time.Second)
 	defer cancel()
@@ -112,7 +112,7 @@ func (s *Plane) runRecorded(w http.ResponseWriter, r *http.Request, skey, tok st
 		}
 		return
 	}
-	rec := &idempotency.Record{Status: rw.status, Header: replayHeaders(rw.Header()), Body: rw.buf}
+	rec := &idempotency.Record{Status: rw.status, Header: replayHeaders(rw.Header()), Body: rw.body.Bytes()}
 	if _, err := s.Idempotency.Finish(ctx, skey, tok, rec); err != nil {
 		s.Log.WarnContext(r.Context(), "idempotency: answer not stored", "error", err.Error())
 	}
@@ -152,9 +152,7 @@ type recorder struct {
 	http.ResponseWriter
 	status int
 	wrote  bool
-	buf    []byte
-	limit  int64
-	over   bool
+	body   front.AnswerBuffer
 }
 
 func (w *recorder) WriteHeader(code int) {
@@ -168,13 +166,7 @@ func (w *recorder) Write(b []byte) (int, error) {
 	if !w.wrote {
 		w.WriteHeader(http.StatusOK)
 	}
-	if !w.over {
-		if int64(len(w.buf)+len(b)) > w.limit {
-			w.over, w.buf = true, nil
-		} else {
-			w.buf = append(w.buf, b...)
-		}
-	}
+	w.body.Write(b)
 	return w.ResponseWriter.Write(b)
 }
 
@@ -195,13 +187,13 @@ func (w *recorder) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // storable: a complete answer worth replaying.
 func (w *recorder) storable() bool {
-	if !w.wrote || w.over || w.status >= 500 || w.status == http.StatusTooManyRequests {
+	if !w.wrote || w.body.Over() || w.status >= 500 || w.status == http.StatusTooManyRequests {
 		return false
 	}
 	if !strings.HasPrefix(w.Header().Get("Content-Type"), "text/event-stream") {
 		return true
 	}
-	return streamComplete(w.buf)
+	return streamComplete(w.body.Bytes())
 }
 
 // streamComplete: the stream ended as a successful one does in its
