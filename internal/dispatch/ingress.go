@@ -43,7 +43,7 @@ func (p *Plane) originFor(ctx context.Context) (*queue.Origin, error) {
 		p.mu.Unlock()
 		return o, nil
 	}
-	if p.attempt == nil && time.Since(p.failed) >= 250*time.Millisecond {
+	if p.attempt == nil && p.Clock.Now().Sub(p.failed) >= 250*time.Millisecond {
 		ch := make(chan struct{})
 		p.attempt = ch
 		go func() {
@@ -52,7 +52,7 @@ func (p *Plane) originFor(ctx context.Context) (*queue.Origin, error) {
 			cancel()
 			p.mu.Lock()
 			if err != nil {
-				p.failed = time.Now()
+				p.failed = p.Clock.Now()
 			} else {
 				p.origin = o
 			}
@@ -202,23 +202,28 @@ func (rl *relayJob) op() (context.Context, context.CancelFunc) {
 }
 
 // run waits for the job's messages until its terminal, the client leaving
-// or the total deadline (queue wait plus upstream; it never grows).
+// or the total deadline (queue wait plus upstream; it never grows). It
+// checks on the job every third of the origin lease, which renews the
+// origin's claim.
 func (rl *relayJob) run(watch *queue.Watch, total time.Duration) {
 	rl.watch = watch
-	deadline := time.NewTimer(total)
-	defer deadline.Stop()
-	poll := time.NewTicker(max(rl.q.Options().OriginLease/3, 50*time.Millisecond))
-	defer poll.Stop()
+	clk := rl.p.Clock
+	deadline, stopDeadline := clk.After(total)
+	defer stopDeadline()
+	every := max(rl.q.Options().OriginLease/3, 50*time.Millisecond)
+	poll, stopPoll := clk.After(every)
+	defer func() { stopPoll() }()
 	for !rl.settled {
 		select {
 		case m := <-watch.C:
 			rl.take(m)
-		case <-poll.C:
+		case <-poll:
+			poll, stopPoll = clk.After(every) // from this tick, as a ticker would
 			rl.check()
 		case <-rl.r.Context().Done():
 			rl.cancel("client went away")
 			return
-		case <-deadline.C:
+		case <-deadline:
 			rl.cancel("deadline")
 			rl.fail(&front.Error{Status: http.StatusGatewayTimeout, Type: "server_error", Code: "deadline_exceeded",
 				Message: "the request did not finish within timeouts.request"})

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"switchboard/internal/admit"
+	"switchboard/internal/clock"
 	"switchboard/internal/config"
 	"switchboard/internal/metrics"
 	"switchboard/internal/queue"
@@ -30,6 +31,7 @@ type Plane struct {
 	Q *queue.Queue
 	Role
 	Log     *slog.Logger
+	Clock   clock.Clock
 	Metrics *metrics.Metrics
 	// Snap is the config snapshot in force (nil before the first Apply).
 	Snap func() *snapshot.Snapshot

@@ -53,8 +53,7 @@ func (s *Plane) idempotent(w http.ResponseWriter, r *http.Request, proto front.P
 	bh := sha256.Sum256(in.body)
 	hash := hex.EncodeToString(bh[:])
 	total := in.snap.Config.Timeouts.Request.D()
-	deadline := time.Now().Add(total)
-	var tick *time.Ticker
+	deadline := s.Clock.Now().Add(total)
 	for {
 		ctx, cancel := context.WithTimeout(r.Context(), time.Second)
 		st, rec, tok, err := s.Idempotency.Claim(ctx, skey, hash, total+30*time.Second)
@@ -75,33 +74,28 @@ func (s *Plane) idempotent(w http.ResponseWriter, r *http.Request, proto front.P
 				Message: "this Idempotency-Key was already used with a different request body"})
 			return
 		case st == idempotency.Fresh:
-			s.runRecorded(w, r, skey, tok, serve)
+			s.runRecorded(w, r, skey, tok, in.snap.Config.Idempotency.MaxBytes, serve)
 			return
 		}
 		// Pending: the first request is still running; wait for its answer.
-		if tick == nil {
-			tick = time.NewTicker(25 * time.Millisecond)
-			defer tick.Stop()
-		}
-		if time.Now().After(deadline) {
+		if s.Clock.Now().After(deadline) {
 			front.WriteError(w, proto, &front.Error{Status: http.StatusConflict, Type: "invalid_request_error", Code: "idempotency_key_in_use",
 				Message: "a request with this Idempotency-Key is still running", RetryAfter: time.Second})
 			return
 		}
+		poll, stop := s.Clock.After(25 * time.Millisecond)
 		select {
-		case <-tick.C:
+		case <-poll:
 		case <-r.Context().Done():
+			stop()
 			return
 		}
 	}
 }
 
-// runRecorded serves and stores the answer under the claim.
-func (s *Plane) runRecorded(w http.ResponseWriter, r *http.Request, skey, tok string, serve func(http.ResponseWriter)) {
-	limit := int64(1 << 20)
-	if snap := s.Snap(); snap != nil {
-		limit = snap.Config.Idempotency.MaxBytes
-	}
+// runRecorded serves and stores the answer under the claim, if it is at
+// most limit bytes (idempotency.max_bytes).
+func (s *Plane) runRecorded(w http.ResponseWriter, r *http.Request, skey, tok string, limit int64, serve func(http.ResponseWriter)) {
 	rw := &recorder{ResponseWriter: w, body: front.AnswerBuffer{Limit: limit}}
 	serve(rw)
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), time.Second)

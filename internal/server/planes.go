@@ -17,7 +17,7 @@ import (
 // JoinQueue switches the server to distributed execution on q; an
 // ingress starts its subscription at once.
 func (s *Server) JoinQueue(q *queue.Queue, role dispatch.Role) {
-	s.queueing = &dispatch.Plane{Q: q, Role: role, Log: s.Log, Metrics: s.Metrics, Snap: s.Snapshot,
+	s.queueing = &dispatch.Plane{Q: q, Role: role, Log: s.Log, Clock: s.Clock, Metrics: s.Metrics, Snap: s.Snapshot,
 		Selector: s.selector, Admission: s.admission(), Jobs: s.jobRoutes()}
 	s.op.QueueDetail = s.queueing.Detail
 	s.inf.Dispatch = s.queueing
