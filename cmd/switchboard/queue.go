@@ -12,7 +12,6 @@ import (
 	"switchboard/internal/config"
 	"switchboard/internal/dispatch"
 	"switchboard/internal/idempotency"
-	"switchboard/internal/inference"
 	"switchboard/internal/queue"
 	"switchboard/internal/server"
 	"switchboard/internal/store"
@@ -28,7 +27,7 @@ func openQueue(cfg *config.Config, log *slog.Logger) (*queue.Queue, error) {
 	if err != nil {
 		return nil, err
 	}
-	q := queue.New(c, dispatch.QueueOptions(cfg))
+	q := queue.New(c, queue.OptionsOf(&cfg.Queue))
 	ctx, cancel := context.WithTimeout(context.Background(), cfg.Redis.ConnectTimeout.D()+cfg.Redis.CommandTimeout.D())
 	defer cancel()
 	if err := q.Check(ctx); err != nil {
@@ -151,7 +150,7 @@ func queueCmd(args []string, stdout, stderr io.Writer) int {
 // shares Redis (the queue's client in queue mode), else the SQLite store's
 // file, else memory.
 func openIdempotency(cfg *config.Config, st store.Store) (idempotency.Store, func(), error) {
-	lim := inference.IdempotencyLimits(cfg)
+	lim := idempotency.LimitsOf(&cfg.Idempotency)
 	if cfg.Redis.Enabled() {
 		c, err := queue.Dial(cfg.Redis.URL, cfg.Redis.CommandTimeout.D(), cfg.Redis.ConnectTimeout.D(), 32)
 		if err != nil {

@@ -103,15 +103,6 @@ func (p *Plane) Detail(ctx context.Context) map[string]any {
 	return out
 }
 
-// QueueOptions are the queue bounds of cfg.
-func QueueOptions(cfg *config.Config) queue.Options {
-	q := &cfg.Queue
-	return queue.Options{Depth: q.Depth, MaxDeliveries: q.MaxDeliveries, Lease: q.Lease.D(), OriginLease: q.OriginLease.D(),
-		RetainedJobs: q.RetainedJobs, RetainedBase: q.RetainedBaseBytes, RetainedTerminal: q.RetainedTerminalBytes,
-		UnaryTerminal: q.UnaryTerminalBytes, StreamTerminal: q.StreamTerminalBytes, ResultTTL: q.ResultTTL.D(),
-		DLQMax: q.DLQMax, DLQBytes: q.DLQBytes, DLQTTL: q.DLQTTL.D()}
-}
-
 // Role is which half of distributed execution a replica runs: Ingress
 // enqueues its clients' requests, Worker runs jobs (both for role all).
 type Role struct{ Ingress, Worker bool }
@@ -157,7 +148,7 @@ func (p *Plane) Start(ctx context.Context) (wait func()) {
 		close(done)
 		return func() {}
 	}
-	conc := 64
+	conc := config.QueueDefaults().WorkerConcurrency
 	if snap := p.Snap(); snap != nil {
 		conc = snap.Config.Queue.WorkerConcurrency
 	}

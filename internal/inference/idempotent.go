@@ -8,7 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"switchboard/internal/config"
 	"switchboard/internal/dispatch"
 	"switchboard/internal/front"
 	"switchboard/internal/idempotency"
@@ -20,12 +19,6 @@ import (
 // while the first runs waits for it. Keys are scoped to tenant and
 // endpoint. Only complete answers are stored: not 5xx or 429 (a retry
 // should run again), not a stream that failed or lost its client.
-
-// IdempotencyLimits are the idempotency bounds of cfg.
-func IdempotencyLimits(cfg *config.Config) idempotency.Limits {
-	i := &cfg.Idempotency
-	return idempotency.Limits{TTL: i.TTL.D(), MaxEntries: i.MaxEntries, MaxBytes: i.MaxBytes, MaxTotal: i.MaxTotalBytes}
-}
 
 // maxIdempotencyKey bounds the header (Stripe's limit).
 const maxIdempotencyKey = 255

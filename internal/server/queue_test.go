@@ -19,7 +19,6 @@ import (
 	"switchboard/internal/dispatch"
 	"switchboard/internal/front"
 	"switchboard/internal/idempotency"
-	"switchboard/internal/inference"
 	"switchboard/internal/queue"
 	"switchboard/internal/store/redistest"
 )
@@ -56,10 +55,10 @@ func startQueued(t *testing.T, srv *redistest.Server, yaml, queueLines string, r
 		}
 		t.Cleanup(func() { c.Close() })
 		s := New(log, nil, nil)
-		s.SetIdempotency(idempotency.NewRedis(c, inference.IdempotencyLimits(cfg)))
+		s.SetIdempotency(idempotency.NewRedis(c, idempotency.LimitsOf(&cfg.Idempotency)))
 		s.Apply(cfg)
 		ctx, cancel := context.WithCancel(context.Background())
-		wait := s.StartQueue(ctx, queue.New(c, dispatch.QueueOptions(cfg)), role)
+		wait := s.StartQueue(ctx, queue.New(c, queue.OptionsOf(&cfg.Queue)), role)
 		stop := func() { cancel(); wait() }
 		t.Cleanup(stop)
 		ts := httptest.NewServer(s.Handler())

@@ -40,6 +40,7 @@ import (
 	"switchboard/internal/provider/mock"
 	"switchboard/internal/provider/openai"
 	"switchboard/internal/proxy"
+	"switchboard/internal/queue"
 	"switchboard/internal/route"
 	"switchboard/internal/snapshot"
 	"switchboard/internal/store"
@@ -174,7 +175,7 @@ func (s *Server) Apply(cfg *config.Config) {
 		}
 	}
 	if s.inf.Idempotency == nil {
-		s.inf.Idempotency = idempotency.NewMemory(inference.IdempotencyLimits(cfg), nil)
+		s.inf.Idempotency = idempotency.NewMemory(idempotency.LimitsOf(&cfg.Idempotency), nil)
 	}
 	if s.proxy.Admission != s.Admission {
 		// Once, before the first request.
@@ -187,7 +188,7 @@ func (s *Server) Apply(cfg *config.Config) {
 		s.Log.Error("admission config refused", "error", err.Error())
 	}
 	if s.queueing != nil {
-		s.queueing.Q.SetOptions(dispatch.QueueOptions(cfg))
+		s.queueing.Q.SetOptions(queue.OptionsOf(&cfg.Queue))
 	}
 	s.proxy.Buffers.SetLimit(cfg.Limits.MaxBufferedBytes)
 	s.Stats.SetWindow(cfg.Performance.SampleWindow.D())
