@@ -135,3 +135,9 @@ func (a *AnswerBuffer) Bytes() []byte { return a.buf }
 
 // Over reports an answer larger than Limit: nothing of it is kept.
 func (a *AnswerBuffer) Over() bool { return a.over }
+
+// NotFound answers a path no route serves.
+func NotFound(w http.ResponseWriter, r *http.Request) {
+	WriteError(w, ProtocolOf(r), &Error{Status: http.StatusNotFound, Type: "invalid_request_error",
+		Code: "not_found", Message: fmt.Sprintf("no route for %s %s", Shown(r.Method), Shown(r.URL.Path))})
+}

@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"time"
 
-	"switchboard/internal/dispatch"
 	"switchboard/internal/front"
 	"switchboard/internal/snapshot"
 	"switchboard/internal/tenant"
@@ -18,9 +17,6 @@ import (
 // means the answer was written.
 func (s *Server) entry(w http.ResponseWriter, r *http.Request) (*snapshot.Snapshot, *tenant.Identity) {
 	snap := s.snap.Load()
-	if jc := dispatch.JobOf(r.Context()); jc != nil && snap != nil {
-		return snap, jc.ID // a queued job: the ingress authenticated it
-	}
 	if snap == nil || s.draining.Load() {
 		front.WriteError(w, front.ProtocolOf(r), &front.Error{Status: http.StatusServiceUnavailable, Type: "server_error",
 			Code: "unavailable", Message: "the gateway is starting or shutting down", RetryAfter: time.Second})

@@ -1,13 +1,11 @@
 package server
 
 import (
-	"fmt"
 	"net/http"
 	"sort"
 	"strings"
 
 	"switchboard/internal/front"
-	"switchboard/internal/provider"
 	"switchboard/internal/snapshot"
 	"switchboard/internal/tenant"
 )
@@ -15,41 +13,35 @@ import (
 // Handler returns the gateway's routes behind its middleware.
 func (s *Server) Handler() http.Handler { return s.wrap(s.routes()) }
 
-// jobRoutes are the routes a worker serves jobs through: no access log or
-// request metrics (the ingress counted the request).
-func (s *Server) jobRoutes() http.Handler {
-	s.jobMux.Do(func() { s.jobH = s.routes() })
-	return s.jobH
-}
-
+// routes is the route table. Routes carry no method in their pattern: a
+// wrong method gets the gateway's own 405 in the client's error shape,
+// not net/http's plain text; the method is checked before auth.
 func (s *Server) routes() *http.ServeMux {
 	mux := http.NewServeMux()
-	mux.HandleFunc("/health", s.get(s.handleHealth))
-	mux.HandleFunc("/ready", s.get(s.handleReady))
-	mux.HandleFunc("/metrics", s.get(s.handleMetrics))
+	// The front's own.
+	mux.HandleFunc("/health", get(s.handleHealth))
+	mux.HandleFunc("/ready", get(s.handleReady))
+	mux.HandleFunc("/metrics", get(s.handleMetrics))
+	// The inference plane: the model endpoints and the model list.
 	inf := s.inf
-	mux.HandleFunc("/v1/models", s.get(s.authed(inf.Models)))
-	mux.HandleFunc("/v1/models/{name...}", s.get(s.authed(inf.Model)))
-	mux.HandleFunc("/v1/chat/completions", post(s.authed(inf.Endpoint(provider.Chat))))
-	mux.HandleFunc("/v1/completions", post(s.authed(inf.Endpoint(provider.Completions))))
-	mux.HandleFunc("/v1/responses", post(s.authed(inf.Endpoint(provider.Responses))))
-	mux.HandleFunc("/v1/embeddings", post(s.authed(inf.Endpoint(provider.Embeddings))))
-	mux.HandleFunc("/v1/messages", post(s.authed(inf.Messages)))
-	mux.HandleFunc("/v1/health/detail", s.get(s.authed(s.op.HealthDetail)))
-	mux.HandleFunc("/v1/usage", s.get(s.authed(s.op.Usage)))
-	mux.HandleFunc("/dashboard", s.get(s.op.Dashboard))
-	mux.HandleFunc("/dashboard/data", s.get(s.authed(s.op.DashboardData)))
+	for _, rt := range inf.Routes() {
+		mux.HandleFunc(rt.Path, post(s.authed(rt.Serve)))
+	}
+	mux.HandleFunc("/v1/models", get(s.authed(inf.Models)))
+	mux.HandleFunc("/v1/models/{name...}", get(s.authed(inf.Model)))
+	// The operator plane: views every caller may open (each shows a
+	// tenant its own part), then the admin API.
+	mux.HandleFunc("/v1/health/detail", get(s.authed(s.op.HealthDetail)))
+	mux.HandleFunc("/v1/usage", get(s.authed(s.op.Usage)))
+	mux.HandleFunc("/dashboard", get(s.op.Dashboard))
+	mux.HandleFunc("/dashboard/data", get(s.authed(s.op.DashboardData)))
 	s.adminRoutes(mux)
-	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		front.WriteError(w, front.ProtocolOf(r), &front.Error{Status: http.StatusNotFound, Type: "invalid_request_error",
-			Code: "not_found", Message: fmt.Sprintf("no route for %s %s", front.Shown(r.Method), front.Shown(r.URL.Path))})
-	})
+	mux.HandleFunc("/", front.NotFound)
 	return mux
 }
 
-// adminRoutes registers the operator plane, every route behind s.admin.
-// Routes carry no method in their pattern: a wrong method gets the
-// gateway's own 405 (OpenAI error shape), not net/http's plain text.
+// adminRoutes registers the operator plane's admin API, every route
+// behind the admin guard (s.admin), and the admin page.
 func (s *Server) adminRoutes(mux *http.ServeMux) {
 	op := s.op
 	issued := func(hs map[string]front.Handler) http.HandlerFunc { return s.admin(op.WithStore(methods(hs))) }
@@ -65,11 +57,11 @@ func (s *Server) adminRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("/admin/v1/usage", s.admin(getAuthed(op.UsageSummary)))
 	mux.HandleFunc("/admin/v1/requests", s.admin(getAuthed(op.Requests)))
 	mux.HandleFunc("/admin/v1/overview", s.admin(getAuthed(op.Overview)))
-	mux.HandleFunc("/admin", s.get(op.AdminPage))
+	mux.HandleFunc("/admin", get(op.AdminPage))
 }
 
 // get allows GET and HEAD only.
-func (s *Server) get(h http.HandlerFunc) http.HandlerFunc {
+func get(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
 			front.MethodNotAllowed(w, r, "GET, HEAD")

@@ -68,10 +68,8 @@ type Server struct {
 	// op is the operator plane: admin API, dashboards, health detail.
 	op *operator.Plane
 	// usage is the per-request usage log (nil: off).
-	usage  atomic.Pointer[usagelog.Log]
-	jobMux sync.Once
-	jobH   http.Handler
-	proxy  *proxy.Proxy
+	usage atomic.Pointer[usagelog.Log]
+	proxy *proxy.Proxy
 	// selector applies each model's routing policy (its Busy is the
 	// proxy's in-flight count).
 	selector *route.Selector
