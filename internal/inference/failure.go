@@ -1,18 +1,71 @@
 package inference
 
 import (
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
 
 	"github.com/tidwall/gjson"
 
+	"switchboard/internal/admit"
 	"switchboard/internal/front"
 	"switchboard/internal/jsoncheck"
 	"switchboard/internal/proxy"
 	"switchboard/internal/redact"
+	"switchboard/internal/tenant"
 	"switchboard/internal/translate"
 )
+
+// failed answers a loop that found no answer.
+func (s *Plane) failed(w http.ResponseWriter, r *http.Request, proto front.Protocol, in *incoming, fail *proxy.Failure) {
+	s.Prober.AfterRequest(in.rt)
+	switch {
+	case fail.Canceled:
+		s.Log.InfoContext(r.Context(), "client went away before an answer", "model", in.model)
+	case fail.Refusal != nil:
+		s.writeRefusal(w, proto, in.id, skippedRefusal(fail, in))
+	default:
+		writeFailure(w, proto, fail, in.snap.Secrets)
+	}
+}
+
+// skippedRefusal is the answer when the gateway itself passed over the
+// providers (provider-scoped refusals) and none was left. An admin is told
+// each provider and why; a tenant the same verdict without provider names.
+// A request-scoped refusal (the caller's own limit) is returned as is.
+func skippedRefusal(fail *proxy.Failure, in *incoming) *admit.Refusal {
+	last := fail.Refusal
+	if last.Scope != admit.ScopeProvider || len(fail.Skipped) == 0 {
+		return last
+	}
+	out := *last
+	if tenant.Operator(in.id) {
+		var b strings.Builder
+		fmt.Fprintf(&b, "no provider of model %q could take this request:", in.model)
+		for i, sk := range fail.Skipped {
+			if i > 0 {
+				b.WriteString(";")
+			}
+			fmt.Fprintf(&b, " %s (model %s): %s", sk.Provider, sk.Model, sk.Refusal.Message)
+		}
+		out.Message = b.String()
+		return &out
+	}
+	n := len(fail.Skipped)
+	switch last.Code {
+	case admit.CodeUnpriceable:
+		out.Message = fmt.Sprintf("the cost of this request cannot be bounded under your budget on any of the %d provider entries of model %q "+
+			"(unknown price or output limit); set max_tokens, use another model, or ask the operator for budget_allow_unpriced", n, in.model)
+	case admit.CodeRequestTooCostly:
+		// Its message names amounts and max_tokens, no provider.
+	case admit.CodeOverloaded:
+		out.Message = fmt.Sprintf("every provider of model %q is at its concurrency limit; retry later", in.model)
+	default:
+		out.Message = fmt.Sprintf("every provider of model %q is at its rate limit; retry in %d s", in.model, last.RetryAfter)
+	}
+	return &out
+}
 
 // FailureDetail is the `detail` of an all-providers-failed error.
 type FailureDetail struct {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"switchboard/internal/config"
+	"switchboard/internal/provider"
 	"switchboard/internal/proxy"
 	"switchboard/internal/route"
 )
@@ -158,4 +159,27 @@ func servedRoute(res *proxy.Result, rt *route.Route) *route.Route {
 		return res.Route
 	}
 	return rt
+}
+
+// options are the loop parameters of one request.
+func options(cfg *config.Config, m *config.Model, ep provider.Endpoint) proxy.Options {
+	inspect := cfg.Tracking.On() && (ep != provider.Responses || cfg.Tracking.Responses)
+	o := proxy.Options{
+		MaxAttempts:  cfg.Retries.MaxAttempts,
+		MaxRounds:    cfg.Retries.MaxRounds,
+		BackoffBase:  cfg.Retries.BackoffBase.D(),
+		MaxBackoff:   cfg.Retries.MaxBackoff.D(),
+		Deadline:     cfg.Timeouts.Request.D(),
+		Inspect:      inspect,
+		DefaultPause: time.Duration(cfg.Performance.QuotaPauseDefaultSeconds) * time.Second,
+		Retry429:     cfg.Retries.On429 == config.On429Retry,
+	}
+	if inspect {
+		o.TTFT = cfg.TTFTFor(m)
+	}
+	o.FirstByte = cfg.FirstByteFor(m)
+	if h, on := cfg.HedgeFor(m); on {
+		o.Hedge = &proxy.Hedge{After: h.After.Fixed.D(), Percentile: float64(h.After.Percentile) / 100, MaxExtra: *h.MaxExtra}
+	}
+	return o
 }

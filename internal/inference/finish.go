@@ -8,6 +8,7 @@ import (
 
 	"switchboard/internal/front"
 	"switchboard/internal/proxy"
+	"switchboard/internal/redact"
 	"switchboard/internal/route"
 	"switchboard/internal/track"
 )
@@ -70,4 +71,12 @@ func (s *Plane) answerUnary(ctx context.Context, w http.ResponseWriter, rt *rout
 		slog.String("model", rt.Model.Name), slog.String("provider", res.Candidate.Provider),
 		slog.Duration("latency", s.Clock.Now().Sub(res.Sent)),
 		slog.Int64("prompt_tokens", u.Input), slog.Int64("completion_tokens", u.Output))
+}
+
+// secrets returns the current config's provider keys to mask.
+func (s *Plane) secrets() *redact.Secrets {
+	if snap := s.Snap(); snap != nil {
+		return snap.Secrets
+	}
+	return nil
 }

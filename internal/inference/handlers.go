@@ -10,15 +10,12 @@ import (
 
 	"github.com/tidwall/gjson"
 
-	"switchboard/internal/admit"
-	"switchboard/internal/config"
 	"switchboard/internal/dispatch"
 	"switchboard/internal/front"
 	"switchboard/internal/jsoncheck"
 	"switchboard/internal/limit"
 	"switchboard/internal/provider"
 	"switchboard/internal/proxy"
-	"switchboard/internal/route"
 	"switchboard/internal/snapshot"
 	"switchboard/internal/tenant"
 )
@@ -216,40 +213,6 @@ func forwardHeaders(r *http.Request) http.Header {
 	return h
 }
 
-// options are the loop parameters of one request.
-func options(cfg *config.Config, m *config.Model, ep provider.Endpoint) proxy.Options {
-	inspect := cfg.Tracking.On() && (ep != provider.Responses || cfg.Tracking.Responses)
-	o := proxy.Options{
-		MaxAttempts:  cfg.Retries.MaxAttempts,
-		MaxRounds:    cfg.Retries.MaxRounds,
-		BackoffBase:  cfg.Retries.BackoffBase.D(),
-		MaxBackoff:   cfg.Retries.MaxBackoff.D(),
-		Deadline:     cfg.Timeouts.Request.D(),
-		Inspect:      inspect,
-		DefaultPause: time.Duration(cfg.Performance.QuotaPauseDefaultSeconds) * time.Second,
-		Retry429:     cfg.Retries.On429 == config.On429Retry,
-	}
-	if inspect {
-		o.TTFT = cfg.TTFTFor(m)
-	}
-	o.FirstByte = cfg.FirstByteFor(m)
-	if h, on := cfg.HedgeFor(m); on {
-		o.Hedge = &proxy.Hedge{After: h.After.Fixed.D(), Percentile: float64(h.After.Percentile) / 100, MaxExtra: *h.MaxExtra}
-	}
-	return o
-}
-
-// incoming is one parsed client request holding a preparation slot.
-type incoming struct {
-	snap    *snapshot.Snapshot
-	id      *tenant.Identity
-	body    []byte
-	model   string
-	stream  bool
-	rt      *route.Route
-	release func()
-}
-
 // prepare reads and checks the body of an authenticated request, takes
 // the logical preparation slot and resolves the model. It writes every
 // refusal itself (nil = answered); the caller releases the slot when the
@@ -305,56 +268,6 @@ func (s *Plane) call(r *http.Request, in *incoming, ep provider.Endpoint, body [
 // and routing samples carry real prompt and completion counts.
 func needsUsage(snap *snapshot.Snapshot, id *tenant.Identity) bool {
 	return snap.AnyTPM || id != nil && (id.BudgetNano != nil || id.TPM != nil)
-}
-
-// failed answers a loop that found no answer.
-func (s *Plane) failed(w http.ResponseWriter, r *http.Request, proto front.Protocol, in *incoming, fail *proxy.Failure) {
-	s.Prober.AfterRequest(in.rt)
-	switch {
-	case fail.Canceled:
-		s.Log.InfoContext(r.Context(), "client went away before an answer", "model", in.model)
-	case fail.Refusal != nil:
-		s.writeRefusal(w, proto, in.id, skippedRefusal(fail, in))
-	default:
-		writeFailure(w, proto, fail, in.snap.Secrets)
-	}
-}
-
-// skippedRefusal is the answer when the gateway itself passed over the
-// providers (provider-scoped refusals) and none was left. An admin is told
-// each provider and why; a tenant the same verdict without provider names.
-// A request-scoped refusal (the caller's own limit) is returned as is.
-func skippedRefusal(fail *proxy.Failure, in *incoming) *admit.Refusal {
-	last := fail.Refusal
-	if last.Scope != admit.ScopeProvider || len(fail.Skipped) == 0 {
-		return last
-	}
-	out := *last
-	if tenant.Operator(in.id) {
-		var b strings.Builder
-		fmt.Fprintf(&b, "no provider of model %q could take this request:", in.model)
-		for i, sk := range fail.Skipped {
-			if i > 0 {
-				b.WriteString(";")
-			}
-			fmt.Fprintf(&b, " %s (model %s): %s", sk.Provider, sk.Model, sk.Refusal.Message)
-		}
-		out.Message = b.String()
-		return &out
-	}
-	n := len(fail.Skipped)
-	switch last.Code {
-	case admit.CodeUnpriceable:
-		out.Message = fmt.Sprintf("the cost of this request cannot be bounded under your budget on any of the %d provider entries of model %q "+
-			"(unknown price or output limit); set max_tokens, use another model, or ask the operator for budget_allow_unpriced", n, in.model)
-	case admit.CodeRequestTooCostly:
-		// Its message names amounts and max_tokens, no provider.
-	case admit.CodeOverloaded:
-		out.Message = fmt.Sprintf("every provider of model %q is at its concurrency limit; retry later", in.model)
-	default:
-		out.Message = fmt.Sprintf("every provider of model %q is at its rate limit; retry in %d s", in.model, last.RetryAfter)
-	}
-	return &out
 }
 
 // Endpoint serves one of the OpenAI endpoints.

@@ -13,6 +13,7 @@ package inference
 
 import (
 	"log/slog"
+	"net/http"
 
 	"switchboard/internal/admit"
 	"switchboard/internal/clock"
@@ -22,6 +23,7 @@ import (
 	"switchboard/internal/proxy"
 	"switchboard/internal/route"
 	"switchboard/internal/snapshot"
+	"switchboard/internal/tenant"
 	"switchboard/internal/usagelog"
 )
 
@@ -51,4 +53,21 @@ type Plane struct {
 	// Cutting reports that the drain bound was reached and the remaining
 	// connections are being closed: streams ending now were cut.
 	Cutting func() bool
+}
+
+// incoming is one parsed client request holding a preparation slot.
+type incoming struct {
+	snap    *snapshot.Snapshot
+	id      *tenant.Identity
+	body    []byte
+	model   string
+	stream  bool
+	rt      *route.Route
+	release func()
+}
+
+// queued reports whether this request is to be enqueued rather than run
+// here: queue mode, and not already a job a worker is running.
+func (s *Plane) queued(r *http.Request) bool {
+	return s.Dispatch != nil && dispatch.JobOf(r.Context()) == nil
 }

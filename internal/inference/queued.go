@@ -8,12 +8,6 @@ import (
 	"switchboard/internal/provider"
 )
 
-// queued reports whether this request is to be enqueued rather than run
-// here: queue mode, and not already a job a worker is running.
-func (s *Plane) queued(r *http.Request) bool {
-	return s.Dispatch != nil && dispatch.JobOf(r.Context()) == nil
-}
-
 // dispatch enqueues in and relays its answer. It always answers.
 func (s *Plane) dispatch(w http.ResponseWriter, r *http.Request, proto front.Protocol, ep provider.Endpoint, in *incoming) {
 	req := &dispatch.Request{Route: in.rt, ID: in.id, Model: in.model, Body: in.body, Stream: in.stream,

@@ -3,7 +3,6 @@ package inference
 import (
 	"bytes"
 	"context"
-	"errors"
 	"io"
 	"net/http"
 
@@ -13,7 +12,6 @@ import (
 	"switchboard/internal/front"
 	"switchboard/internal/provider"
 	"switchboard/internal/proxy"
-	"switchboard/internal/redact"
 	"switchboard/internal/route"
 	"switchboard/internal/spend"
 	"switchboard/internal/sse"
@@ -89,8 +87,6 @@ func (s *Plane) relay(w http.ResponseWriter, r *http.Request, res *proxy.Result,
 	// in the log: it names addresses and internals.
 	front.EndFailedStream(sw, front.OpenAI, ep, streamFailed(r.Context()))
 }
-
-var errClientGone = errors.New("client went away")
 
 // streamTail watches relayed events and may add events at the end.
 type streamTail interface {
@@ -271,12 +267,4 @@ func (t *responsesTail) Finish(sw *sse.Writer) {
 // started: generic, with the request id that finds the cause in the log.
 func streamFailed(ctx context.Context) string {
 	return "the upstream stream failed after it started; request id " + front.RequestID(ctx)
-}
-
-// secrets returns the current config's provider keys to mask.
-func (s *Plane) secrets() *redact.Secrets {
-	if snap := s.Snap(); snap != nil {
-		return snap.Secrets
-	}
-	return nil
 }

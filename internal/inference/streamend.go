@@ -72,3 +72,6 @@ func (s *Plane) streamOutcome(ctx context.Context, err error, timedOut bool) str
 	}
 	return streamCompleted
 }
+
+// errClientGone: the client left while its stream was relayed.
+var errClientGone = errors.New("client went away")
