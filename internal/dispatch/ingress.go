@@ -23,12 +23,6 @@ import (
 // handlers and publishes the answer; this side relays that answer to the
 // client exactly as a local answer would have been written.
 
-// ingressOp bounds one queue call of an ingress (and of the gauges and
-// health detail). Every Redis command is also bounded by
-// redis.command_timeout; this covers a pool wait and a reconnect. Unlike a
-// worker's transitions it is not tied to the lease: an ingress holds none.
-const ingressOp = 5 * time.Second
-
 // errOriginPending: the subscription failed a moment ago (Redis away);
 // requests fail fast instead of each trying again.
 var errOriginPending = errors.New("the queue subscription is not up (redis unreachable)")

@@ -23,9 +23,6 @@ import (
 // that tests can lower it.
 var MaxOverviewKeys = 1000
 
-// overviewWindow is the usage chart's span and the keys' spend window.
-const overviewWindow = 24 * time.Hour
-
 // AdminPage serves the admin page (its data needs an admin key).
 func (s *Plane) AdminPage(w http.ResponseWriter, r *http.Request) {
 	servePage(w, "dashboard/admin.html")
@@ -152,17 +149,4 @@ func (s *Plane) Overview(w http.ResponseWriter, r *http.Request, _ *snapshot.Sna
 	front.WriteJSON(w, http.StatusOK, map[string]any{"object": "overview", "timestamp": now.UnixMilli(), "since": since.UnixMilli(),
 		"usage_log": logOn, "tenants": tenants, "tenants_total": len(all), "tenants_truncated": len(all) > MaxDashTenants,
 		"keys": keys, "keys_total": keysTotal, "keys_truncated": keysTotal > MaxOverviewKeys, "usage_by_model": points})
-}
-
-// groupsBy sums f's rows by one dimension, keyed by its value.
-func groupsBy(ctx context.Context, db *usagelog.DB, f usagelog.Filter, dim string) (map[string]usagelog.Group, error) {
-	gs, err := db.Summarize(ctx, f, []string{dim})
-	if err != nil {
-		return nil, err
-	}
-	out := make(map[string]usagelog.Group, len(gs))
-	for _, g := range gs {
-		out[g.Keys[dim]] = g
-	}
-	return out, nil
 }

@@ -15,9 +15,6 @@ import (
 // cannot hold a read transaction open for ever.
 const exportTimeout = 5 * time.Minute
 
-// queryTimeout bounds a summary or a page.
-const queryTimeout = 30 * time.Second
-
 // usageQuery validates the request's parameters as a query of kind; nil
 // when it answered (400 invalid_value naming the parameter, or 404 when
 // the usage log is off).
@@ -35,13 +32,6 @@ func (s *Plane) usageQuery(w http.ResponseWriter, r *http.Request, kind string) 
 		return nil
 	}
 	return q
-}
-
-// queryFailed answers a query the database could not run.
-func (s *Plane) queryFailed(w http.ResponseWriter, r *http.Request, err error) {
-	s.Log.WarnContext(r.Context(), "usage log query failed", "error", err.Error())
-	front.WriteError(w, front.OpenAI, &front.Error{Status: http.StatusServiceUnavailable, Type: "server_error", Code: "usage_unavailable",
-		Message: "the usage log cannot be read right now; request id " + front.RequestID(r.Context()), RetryAfter: time.Second})
 }
 
 // UsageSummary serves GET /admin/v1/usage: sums of requests, tokens

@@ -3,7 +3,6 @@ package operator
 import (
 	"cmp"
 	"context"
-	"embed"
 	"encoding/json"
 	"net/http"
 	"slices"
@@ -16,27 +15,10 @@ import (
 	"switchboard/internal/usagelog"
 )
 
-//go:embed dashboard/index.html dashboard/admin.html
-var dashboardFS embed.FS
-
 // Dashboard serves the live dashboard page: static, embedded, no
 // build step and no CDN. It polls /dashboard/data.
 func (s *Plane) Dashboard(w http.ResponseWriter, r *http.Request) {
 	servePage(w, "dashboard/index.html")
-}
-
-// servePage writes an embedded page; it loads nothing from elsewhere.
-func servePage(w http.ResponseWriter, name string) {
-	b, err := dashboardFS.ReadFile(name)
-	if err != nil {
-		front.WriteError(w, front.OpenAI, &front.Error{Status: 500, Type: "server_error", Message: name + " is missing from the build"})
-		return
-	}
-	h := w.Header()
-	h.Set("Content-Type", "text/html; charset=utf-8")
-	h.Set("Cache-Control", "no-cache")
-	h.Set("Content-Security-Policy", "default-src 'self'; script-src 'unsafe-inline'; style-src 'unsafe-inline'")
-	_, _ = w.Write(b)
 }
 
 type dashPoint struct {
@@ -83,28 +65,6 @@ type dashTenant struct {
 	WindowEnd     int64        `json:"window_end"`
 	RequestsToday int64        `json:"requests_today"`
 	spentNano     int64        // SpentUSD, for the order
-}
-
-// MaxDashTenants bounds the tenants /dashboard and /admin list (one store
-// read each, every poll). A variable so that tests can lower it.
-var MaxDashTenants = 100
-
-// topTenants picks the tenants a view lists: all of them when they fit,
-// else the MaxDashTenants with the highest cost over the last 24 h in the
-// usage log (byTenant, keyed by label), ties by name. Without the log
-// (byTenant nil) nothing ranks them and the cut is by name. all is sorted
-// by name (tenant.Table) and left alone.
-func topTenants(all []*tenant.Identity, byTenant map[string]usagelog.Group) []*tenant.Identity {
-	if len(all) <= MaxDashTenants {
-		return all
-	}
-	ids := slices.Clone(all)
-	if byTenant != nil {
-		slices.SortStableFunc(ids, func(a, b *tenant.Identity) int {
-			return cmp.Compare(byTenant[b.Label()].CostNano, byTenant[a.Label()].CostNano)
-		})
-	}
-	return ids[:MaxDashTenants]
 }
 
 // DashboardData serves the dashboard's JSON (behind auth when on).
