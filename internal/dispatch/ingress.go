@@ -189,6 +189,9 @@ type relayJob struct {
 	gen     string      // the generation whose bytes reached the client
 	seq     int
 	settled bool
+	// finished: a check found the job finished while the messages that
+	// say how had not all arrived.
+	finished bool
 }
 
 func (rl *relayJob) op() (context.Context, context.CancelFunc) {
@@ -313,6 +316,14 @@ func (rl *relayJob) check() {
 	case err != nil:
 		return // Redis blip: the next poll retries; the lease has slack
 	case st == "done" || st == "canceled":
+		// A poll can overtake the messages that say how the job ended (a
+		// stream's head and chunks are still on their way through
+		// pub/sub): the terminal stored in Redis is read only when the
+		// job is still unsettled at the next check, when they were lost.
+		if !rl.finished {
+			rl.finished = true
+			return
+		}
 		ctx, cancel := rl.op()
 		b, err := rl.q.Terminal(ctx, rl.j.ID)
 		cancel()
