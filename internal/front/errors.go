@@ -1,11 +1,14 @@
-// Package front is what every plane of the gateway shares with its clients:
-// the client's protocol and the one error writer (a whole answer or the end
-// of a stream that failed after it started), the other answer writers
-// (JSON, a unary answer flushed at once, a stream's head), the upstream
-// headers a client may see, and what a request brings: its id, the key it
-// presents, its body read within bounds. It holds no handler and no state:
-// package server (routes, middleware, auth) and the planes below it
-// (inference, operator, dispatch) call it; it calls nothing of theirs.
+// Package front is what every plane of the gateway shares with its
+// clients: the client's protocol and the one error writer (a whole answer,
+// or the end of a stream that failed after it started), the other answer
+// writers (JSON, a unary answer flushed at once, a stream's head, the 404
+// of an unknown path), the upstream headers a client may see, a bounded
+// copy of an answer for whoever stores it, and what a request brings: its
+// id, the key it presents, its body read within bounds. Handler is the
+// shape of a plane's handler: the server's auth hands it the config
+// snapshot and the caller's identity. It holds no state. Package server
+// (routes, middleware, auth) and the planes (inference, operator,
+// dispatch) call it; it calls nothing of theirs.
 package front
 
 import (
