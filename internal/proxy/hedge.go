@@ -48,7 +48,15 @@ type side struct {
 	// never started and leaves no trace in the failure). Atomic: the
 	// commit point reads it while the side may still be running.
 	started atomic.Bool
+	// beaten: another side won the race and the commit canceled this one.
+	beaten  atomic.Bool
 	permits []*admit.Permit
+}
+
+// lost reports whether this side's attempt ended because another side
+// won (the gateway canceled it), not because the client left.
+func (s *side) lost(ctx context.Context) bool {
+	return s != nil && s.beaten.Load() && context.Cause(ctx) != nil && s.r.ctx.Err() == nil
 }
 
 // noWait: a hedge does not queue for a full provider's slot.
@@ -89,6 +97,7 @@ type outcome struct {
 // point: the first side to hand back a Result is the answer.
 type race struct {
 	p            *Proxy
+	ctx          context.Context // the request's, which the sides' derive from
 	c            *Call
 	deadline     time.Time
 	delay        time.Duration
@@ -123,7 +132,7 @@ func (p *Proxy) race(ctx context.Context, c *Call, first *route.Candidate, rest 
 		return res, stop, clientErr, nil
 	}
 	h := c.Opts.Hedge
-	r := &race{p: p, c: c, deadline: deadline, delay: delay, done: make(chan outcome, 1+len(rest)),
+	r := &race{p: p, ctx: ctx, c: c, deadline: deadline, delay: delay, done: make(chan outcome, 1+len(rest)),
 		answered: make(chan struct{}), began: p.Clock.Now()}
 	r.start(ctx, first, false)
 	running, extra, next := 1, 0, 0
@@ -217,6 +226,7 @@ func (r *race) hedged() []*route.Candidate {
 func (r *race) commit(ctx context.Context, win outcome, running int) {
 	for _, s := range r.sides {
 		if s != win.s {
+			s.beaten.Store(true)
 			s.cancel()
 		}
 	}
@@ -246,9 +256,10 @@ func (r *race) commit(ctx context.Context, win outcome, running int) {
 		for ; running > 0; running-- {
 			o := <-r.done
 			if o.res != nil {
-				// It committed too, a moment late: never relayed.
+				// It committed too, a moment late: never relayed; charged
+				// what it had produced, as a loser.
 				if o.res.Permit != nil && o.res.Events != nil {
-					o.res.Permit.Keep()
+					o.res.Permit.Lose(producedOf(o.res))
 				}
 				o.res.Close()
 			}

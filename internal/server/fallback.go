@@ -102,6 +102,9 @@ func (s *Server) serve(ctx context.Context, in *incoming, call *proxy.Call) (*pr
 			if res != nil {
 				return res, nil
 			}
+			if f.RefusedAfterOutage(fail) {
+				break // the providers' failure is the answer
+			}
 			fail = f
 			if f.Condition() == "" {
 				break

@@ -19,7 +19,7 @@ import (
 func (s *Server) finishStream(ctx context.Context, rt *route.Route, res *proxy.Result, st *track.Stream, outcome string) {
 	rt = servedRoute(res, rt)
 	defer s.Prober.AfterRequest(rt)
-	settleStream(res, st)
+	s.proxy.SettleStream(ctx, res, st)
 	p := res.Candidate.Provider
 	s.Metrics.Streams.WithLabelValues(p, res.Candidate.Model, outcome).Inc()
 	if outcome != streamCompleted {

@@ -79,7 +79,7 @@ func (s *Server) relay(w http.ResponseWriter, r *http.Request, res *proxy.Result
 	if err == nil {
 		// A translated stream that reported an error event, or a server
 		// that omits it, ends without [DONE]: send it so clients stop.
-		if st != nil && !st.Clean && (proto == track.Chat || proto == track.Completions) {
+		if st != nil && !st.Clean && !res.Cut() && (proto == track.Chat || proto == track.Completions) {
 			_ = sw.Done()
 		}
 		return
@@ -159,6 +159,10 @@ func (s *Server) pump(sw *sse.Writer, res *proxy.Result, tail streamTail, st *tr
 		raw := ev.Raw
 		if st != nil {
 			st.See(ev, res.FirstToken)
+			if res.PastBound(ev, st) {
+				res.EndAtBound(sw)
+				return nil
+			}
 			var skip bool
 			if raw, skip = s.usageEvent(ev, res, st); skip {
 				continue
@@ -193,6 +197,11 @@ func (s *Server) pump(sw *sse.Writer, res *proxy.Result, tail streamTail, st *tr
 		raw := ev.Raw
 		if st != nil {
 			st.See(&ev, s.Clock.Now())
+			if res.PastBound(&ev, st) {
+				sw.Flush()
+				res.EndAtBound(sw)
+				return nil
+			}
 			var skip bool
 			if raw, skip = s.usageEvent(&ev, res, st); skip {
 				continue
@@ -207,8 +216,8 @@ func (s *Server) pump(sw *sse.Writer, res *proxy.Result, tail streamTail, st *tr
 var usageKey = []byte(`"usage"`)
 
 // usageEvent handles an event that may carry usage: a provider bill is
-// noted (a terminal one settles the attempt, one while choices are still
-// generating is a floor: it raises the hold, never lowers it, and a later
+// noted (a terminal one, after the content ended, settles the attempt;
+// one before is a floor: it raises the hold, never lowers it, and a later
 // estimate cannot settle below it), and cost_usd (or, for a floor,
 // provider_cost_floor_usd) is added. skip reports a usage-only chunk the
 // gateway asked for and the client did not.
@@ -218,7 +227,7 @@ func (s *Server) usageEvent(ev *sse.Event, res *proxy.Result, st *track.Stream) 
 	}
 	floor := false
 	if b := spend.ReportedBill(ev.Data); b != nil {
-		if partialChunk(ev.Data) {
+		if partialChunk(ev.Data) || !st.Final {
 			floor = true
 			res.Permit.Partial(admit.Usage{CostNanoUSD: b})
 		} else {
