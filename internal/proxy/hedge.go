@@ -54,9 +54,11 @@ type side struct {
 }
 
 // lost reports whether this side's attempt ended because another side
-// won (the gateway canceled it), not because the client left.
+// won: the gateway canceled it on purpose (a client that left before the
+// commit leaves no winner; one that leaves after it finds the losers
+// already canceled). ctx is the side's.
 func (s *side) lost(ctx context.Context) bool {
-	return s != nil && s.beaten.Load() && context.Cause(ctx) != nil && s.r.ctx.Err() == nil
+	return s != nil && s.beaten.Load() && ctx.Err() != nil
 }
 
 // noWait: a hedge does not queue for a full provider's slot.
@@ -97,7 +99,6 @@ type outcome struct {
 // point: the first side to hand back a Result is the answer.
 type race struct {
 	p            *Proxy
-	ctx          context.Context // the request's, which the sides' derive from
 	c            *Call
 	deadline     time.Time
 	delay        time.Duration
@@ -132,7 +133,7 @@ func (p *Proxy) race(ctx context.Context, c *Call, first *route.Candidate, rest 
 		return res, stop, clientErr, nil
 	}
 	h := c.Opts.Hedge
-	r := &race{p: p, ctx: ctx, c: c, deadline: deadline, delay: delay, done: make(chan outcome, 1+len(rest)),
+	r := &race{p: p, c: c, deadline: deadline, delay: delay, done: make(chan outcome, 1+len(rest)),
 		answered: make(chan struct{}), began: p.Clock.Now()}
 	r.start(ctx, first, false)
 	running, extra, next := 1, 0, 0
