@@ -57,10 +57,10 @@ type LedgerReport struct {
 	PeakHolds int64          `json:"peak_live_holds"`
 	// What the ledger says at the end (GET /v1/usage): requests counted,
 	// nano-USD settled and still held; and the cost the answers reported.
-	Counted  int64 `json:"ledger_requests"`
-	Settled  int64 `json:"ledger_settled_nano_usd"`
-	Held     int64 `json:"ledger_held_nano_usd"`
-	Expected int64 `json:"expected_settled_nano_usd"`
+	Counted  int64  `json:"ledger_requests"`
+	Settled  int64  `json:"ledger_settled_nano_usd"`
+	Held     int64  `json:"ledger_held_nano_usd"`
+	Expected int64  `json:"expected_settled_nano_usd"`
 	Revision string `json:"revision,omitempty"`
 }
 
