@@ -128,8 +128,19 @@ func newID(now time.Time) string {
 func (c *Controller) Admit(ctx context.Context, ai AttemptInfo) (*Permit, *Refusal) {
 	s := c.snap.Load()
 	tally := tallyOf(ctx)
+	// The request's usage row waits for a decision under way: an attempt
+	// admitted after the request answered (a hedge's, the race already
+	// decided) still adds its charge to the row.
+	tally.begin()
+	admitted := false
+	defer func() {
+		if !admitted {
+			tally.ended()
+		}
+	}()
 	if s == nil {
 		tally.attempt()
+		admitted = true
 		return &Permit{c: c, noop: true, provider: ai.Provider, model: ai.Model, tally: tally}, nil
 	}
 	now := c.clk.Now()
@@ -147,6 +158,7 @@ func (c *Controller) Admit(ctx context.Context, ai AttemptInfo) (*Permit, *Refus
 	if (id == nil || id.Anonymous) && !s.global.rpm.Limited() && !s.global.tpm.Limited() &&
 		!p.rates.rpm.Limited() && !p.rates.tpm.Limited() && c.gate(ai.Provider) == nil {
 		tally.attempt()
+		admitted = true
 		return &Permit{c: c, noop: true, provider: ai.Provider, model: ai.Model, tally: tally}, nil
 	}
 
@@ -297,6 +309,7 @@ func (c *Controller) Admit(ctx context.Context, ai AttemptInfo) (*Permit, *Refus
 		est: a.EstTokens, hold: hold, advice: advise(ds, metas, d), tally: tally}
 	pm.inputBound, pm.outputBound = bounds(q, est)
 	tally.attempt()
+	admitted = true
 	var own []limit.Debit // the caller's own TPM debits, charged
 	for i, m := range metas {
 		if m.kind != "tpm" {

@@ -350,7 +350,13 @@ func (p *Permit) InputBound() int64 {
 // candidates; 0 when the attempt has no priced reservation (no bound to
 // hold a stream to).
 func (p *Permit) OutputBound() int64 {
-	if p == nil || !p.hold.Budgeted || p.hold.Unpriced {
+	if p == nil {
+		return 0
+	}
+	if !p.hold.Budgeted {
+		return p.key.OutputBound() // the key's own budget, when it has one
+	}
+	if p.hold.Unpriced {
 		return 0
 	}
 	return p.outputBound

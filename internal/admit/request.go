@@ -132,11 +132,25 @@ func (c *Controller) Unanswered(r *Request) {
 		if i == 0 {
 			st.Adjust = adj
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), settleTimeout)
-		if err := c.st.Settle(ctx, st); err != nil {
-			c.m.settleErr.Inc()
-		}
-		cancel()
+		c.settle(st)
+	}
+}
+
+// settle writes a settlement that no permit stands for: without waiting
+// when the store can take it so (the answer is not held for it).
+func (c *Controller) settle(st *store.Settlement) {
+	if as, ok := c.st.(store.AsyncSettler); ok {
+		as.SettleAsync(st, func(err error) {
+			if err != nil {
+				c.m.settleErr.Inc()
+			}
+		})
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), settleTimeout)
+	defer cancel()
+	if err := c.st.Settle(ctx, st); err != nil {
+		c.m.settleErr.Inc()
 	}
 }
 

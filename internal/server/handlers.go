@@ -499,7 +499,7 @@ func (s *Server) call(r *http.Request, in *incoming, ep provider.Endpoint, body 
 // anyway (and hide it from a client that did not): the stream's log line
 // and routing samples carry real prompt and completion counts.
 func needsUsage(snap *Snapshot, id *tenant.Identity) bool {
-	return snap.anyTPM || id != nil && (id.BudgetNano != nil || id.TPM != nil)
+	return snap.anyTPM || id != nil && (id.BudgetNano != nil || id.TPM != nil || id.KeyBudgetNano != nil || id.KeyTPM != nil)
 }
 
 // failed answers a loop that found no answer.

@@ -40,6 +40,7 @@ func moneyGateway(t *testing.T, kind, yaml string) *gateway {
 	if err != nil {
 		t.Fatalf("config: %v", err)
 	}
+	logs, log := replicaLog(0)
 	var st store.Store
 	switch kind {
 	case "memory":
@@ -49,13 +50,12 @@ func moneyGateway(t *testing.T, kind, yaml string) *gateway {
 	case "redis":
 		// A long command timeout: a pipeline on a loaded machine must not
 		// send budgeted admissions to the fail-closed path.
-		st, err = store.OpenRedis(store.RedisOptions{URL: redistest.Start(t).URL, CommandTimeout: 10 * time.Second})
+		st, err = store.OpenRedis(store.RedisOptions{URL: redistest.Start(t).URL, CommandTimeout: 10 * time.Second, Log: log})
 	}
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	logs, log := replicaLog(0)
 	s := New(log, nil, nil)
 	s.Admission = admit.New(st, s.Clock, s.Metrics.Registry)
 	s.Apply(cfg)
