@@ -286,7 +286,8 @@ func (r *race) censored() {
 }
 
 // wasted counts what a losing side cost: the tokens a late answer
-// reported, and its attempts' settled or kept nano-USD.
+// reported, and its attempts' settled (a loser's known cost) or kept
+// nano-USD.
 func (s *side) wasted(late *Result) {
 	m := s.r.p.Metrics
 	if m == nil {

@@ -438,6 +438,13 @@ func (p *Proxy) attempt(ctx context.Context, c *Call, cand *route.Candidate, dea
 		}
 	}
 	c.side.admitted(pm)
+	if pm != nil && ctx.Err() != nil {
+		// Canceled while it was admitted (a hedge whose race was decided
+		// meanwhile, a client that left): nothing was sent, nothing is
+		// owed.
+		pm.Fail()
+		return nil, &provider.Error{Kind: provider.KindCanceled, Msg: "canceled before the send", Err: context.Cause(ctx)}
+	}
 	hold := p.Buffers.Hold()
 	busy := p.Busy.Begin(cand.Provider)
 	res, perr := p.send(provider.WithHold(ctx, hold), c, cand, req, native, deadline)
