@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -61,6 +62,31 @@ func TestTenantCountersCountClientRequests(t *testing.T) {
 			if !refused && gjson.Get(g.get("/v1/usage", "Authorization", "Bearer k").Body, "requests_today").Int() != 2 {
 				t.Fatalf("%q: two requests not counted as two", tt.counting)
 			}
+		}
+	})
+}
+
+// Under load too: 40 concurrent requests, each failing over six attempts,
+// use 40 of the tenant's 100 rpm and are all answered with the outage.
+func TestTenantCountsConcurrentRequestsOnce(t *testing.T) {
+	eachStore(t, func(t *testing.T, kind string) {
+		g := moneyGateway(t, kind, failingYAML("auth:\n  keys:\n    k: {tenant: acme, rpm: 100}\n"))
+		var wg sync.WaitGroup
+		for range 40 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if a, err := send(g.URL, chatBody, "Authorization", "Bearer k"); err != nil || a.Status != 503 {
+					t.Errorf("%v %d %s", err, a.Status, a.Body)
+				}
+			}()
+		}
+		wg.Wait()
+		u := g.get("/v1/usage", "Authorization", "Bearer k")
+		// The bucket refills as it goes (100 a minute): about 60 left, not
+		// the 0 that 240 attempts would leave.
+		if rpm, today := gjson.Get(u.Body, "limits.rpm.remaining").Int(), gjson.Get(u.Body, "requests_today").Int(); rpm < 60 || rpm > 70 || today != 40 {
+			t.Fatalf("rpm left %d, requests today %d; want about 60 and 40", rpm, today)
 		}
 	})
 }
