@@ -88,28 +88,3 @@ func setUsageField(body []byte, usage gjson.Result, key string, val []byte) []by
 	out = append(out, val...)
 	return append(out, body[end:]...)
 }
-
-// settleStream ends a relayed stream's admission: real usage when the
-// stream ended cleanly with counters, else the reservation is kept.
-func settleStream(res *proxy.Result, st *track.Stream) {
-	if res.Permit == nil {
-		return
-	}
-	if st != nil && st.Clean && st.Usage.Known {
-		u := proxy.SpendUsage(st.Usage)
-		u.CostNanoUSD = res.Bill
-		res.Permit.Settle(u)
-		return
-	}
-	// Cut or unfinished: usage seen so far may raise the hold (never lower
-	// it), and the hold stays.
-	if st != nil && st.Usage.Known || res.Bill != nil {
-		u := admit.Usage{CostNanoUSD: res.Bill}
-		if st != nil && st.Usage.Known {
-			u = proxy.SpendUsage(st.Usage)
-			u.CostNanoUSD = res.Bill
-		}
-		res.Permit.Partial(u)
-	}
-	res.Permit.Keep()
-}

@@ -103,6 +103,9 @@ func (s *Plane) serve(ctx context.Context, in *incoming, call *proxy.Call) (*pro
 			if res != nil {
 				return res, nil
 			}
+			if f.RefusedAfterOutage(fail) {
+				break // the providers' failure is the answer
+			}
 			fail = f
 			if f.Condition() == "" {
 				break

@@ -21,7 +21,7 @@ import (
 func (s *Plane) finishStream(ctx context.Context, rt *route.Route, res *proxy.Result, st *track.Stream, outcome string) {
 	rt = servedRoute(res, rt)
 	defer s.Prober.AfterRequest(rt)
-	settleStream(res, st)
+	s.Proxy.SettleStream(ctx, res, st)
 	p := res.Candidate.Provider
 	s.Metrics.Streams.WithLabelValues(p, res.Candidate.Model, outcome).Inc()
 	if outcome != streamCompleted {

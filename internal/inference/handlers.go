@@ -209,5 +209,5 @@ func (s *Plane) call(r *http.Request, in *incoming, ep provider.Endpoint, body [
 // anyway (and hide it from a client that did not): the stream's log line
 // and routing samples carry real prompt and completion counts.
 func needsUsage(snap *snapshot.Snapshot, id *tenant.Identity) bool {
-	return snap.AnyTPM || id != nil && (id.BudgetNano != nil || id.TPM != nil)
+	return snap.AnyTPM || id != nil && (id.BudgetNano != nil || id.TPM != nil || id.KeyBudgetNano != nil || id.KeyTPM != nil)
 }

@@ -140,10 +140,23 @@ func (s *Plane) translateStream(sw *sse.Writer, res *proxy.Result, ms *translate
 		}
 		return write(evs), nil
 	}
+	// past ends the stream at its output bound: the upstream's stop for
+	// length, translated, then the message's end.
+	past := func(ev *sse.Event) bool {
+		if !res.PastBound(ev, st) {
+			return false
+		}
+		evs, _ := ms.Chunk(res.BoundChunk())
+		write(append(evs, ms.Finish()...))
+		return true
+	}
 	for i := range res.Held {
 		ev := &res.Held[i]
 		if st != nil {
 			st.See(ev, res.FirstToken)
+			if past(ev) {
+				return nil
+			}
 		}
 		if ok, err := feed(ev); err != nil {
 			return err
@@ -164,6 +177,9 @@ func (s *Plane) translateStream(sw *sse.Writer, res *proxy.Result, ms *translate
 		}
 		if st != nil {
 			st.See(&ev, s.Clock.Now())
+			if past(&ev) {
+				return nil
+			}
 		}
 		ok, ferr := feed(&ev)
 		if ferr != nil {

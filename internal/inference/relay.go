@@ -76,7 +76,7 @@ func (s *Plane) relay(w http.ResponseWriter, r *http.Request, res *proxy.Result,
 	if err == nil {
 		// A translated stream that reported an error event, or a server
 		// that omits it, ends without [DONE]: send it so clients stop.
-		if st != nil && !st.Clean && (proto == track.Chat || proto == track.Completions) {
+		if st != nil && !st.Clean && !res.Cut() && (proto == track.Chat || proto == track.Completions) {
 			_ = sw.Done()
 		}
 		return
@@ -113,6 +113,10 @@ func (s *Plane) pump(sw *sse.Writer, res *proxy.Result, tail streamTail, st *tra
 		raw := ev.Raw
 		if st != nil {
 			st.See(ev, res.FirstToken)
+			if res.PastBound(ev, st) {
+				res.EndAtBound(sw)
+				return nil
+			}
 			var skip bool
 			if raw, skip = s.usageEvent(ev, res, st); skip {
 				continue
@@ -147,6 +151,11 @@ func (s *Plane) pump(sw *sse.Writer, res *proxy.Result, tail streamTail, st *tra
 		raw := ev.Raw
 		if st != nil {
 			st.See(&ev, s.Clock.Now())
+			if res.PastBound(&ev, st) {
+				sw.Flush()
+				res.EndAtBound(sw)
+				return nil
+			}
 			var skip bool
 			if raw, skip = s.usageEvent(&ev, res, st); skip {
 				continue
@@ -161,8 +170,8 @@ func (s *Plane) pump(sw *sse.Writer, res *proxy.Result, tail streamTail, st *tra
 var usageKey = []byte(`"usage"`)
 
 // usageEvent handles an event that may carry usage: a provider bill is
-// noted (a terminal one settles the attempt, one while choices are still
-// generating is a floor: it raises the hold, never lowers it, and a later
+// noted (a terminal one, after the content ended, settles the attempt;
+// one before is a floor: it raises the hold, never lowers it, and a later
 // estimate cannot settle below it), and cost_usd (or, for a floor,
 // provider_cost_floor_usd) is added. skip reports a usage-only chunk the
 // gateway asked for and the client did not.
@@ -172,7 +181,7 @@ func (s *Plane) usageEvent(ev *sse.Event, res *proxy.Result, st *track.Stream) (
 	}
 	floor := false
 	if b := spend.ReportedBill(ev.Data); b != nil {
-		if partialChunk(ev.Data) {
+		if partialChunk(ev.Data) || !st.Final {
 			floor = true
 			res.Permit.Partial(admit.Usage{CostNanoUSD: b})
 		} else {

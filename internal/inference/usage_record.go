@@ -86,10 +86,15 @@ func (s *Plane) endUsage(r *http.Request, u *usageRecord) {
 	})
 }
 
-// do serves the call (the attempt loop and the model's fallbacks), noting
-// in the request's usage row who served.
+// do serves the call (the attempt loop and the model's fallbacks) as one
+// request of the caller's, noting in the request's usage row who served.
 func (s *Plane) do(ctx context.Context, in *incoming, c *proxy.Call) (*proxy.Result, *proxy.Failure) {
+	// One client request: its tenant counters count once (see admit.Request).
+	ctx, rq := admit.WithRequest(ctx)
 	res, fail := s.serve(ctx, in, c)
+	if fail != nil {
+		s.Admission.Unanswered(rq)
+	}
 	if u, _ := ctx.Value(usageRecordKey{}).(*usageRecord); u != nil && res != nil {
 		u.row.Provider, u.row.ProviderModel = res.Candidate.Provider, res.Candidate.Model
 		u.row.ServedModel = in.model

@@ -57,14 +57,17 @@ type dashModel struct {
 	Providers  []dashProvider `json:"providers"`
 }
 
-// dashTenant is one tenant's spend in its current budget window.
+// dashTenant is one tenant's spend in its current budget window: what
+// its settled attempts cost (spent) apart from what attempts still hold
+// (reserved, or kept by an uncertain end); the budget counts both.
 type dashTenant struct {
 	Tenant        string       `json:"tenant"`
-	SpentUSD      json.Number  `json:"spent_usd"` // reserved + settled
+	SpentUSD      json.Number  `json:"spent_usd"` // settled
+	HeldUSD       json.Number  `json:"held_usd"`  // reserved
 	BudgetUSD     *json.Number `json:"budget_usd"`
 	WindowEnd     int64        `json:"window_end"`
 	RequestsToday int64        `json:"requests_today"`
-	spentNano     int64        // SpentUSD, for the order
+	usedNano      int64        // spent + held, for the order
 }
 
 // DashboardData serves the dashboard's JSON (behind auth when on).
@@ -134,11 +137,12 @@ func (s *Plane) tenantSpend(ctx context.Context, all []*tenant.Identity) []dashT
 			continue
 		}
 		sp := u.Spend
-		out = append(out, dashTenant{Tenant: id.Tenant, SpentUSD: json.Number(spend.FormatUSD(sp.ReservedNano + sp.SettledNano)),
-			BudgetUSD: sp.BudgetUSD, WindowEnd: sp.WindowEnd, RequestsToday: u.RequestsToday, spentNano: sp.ReservedNano + sp.SettledNano})
+		out = append(out, dashTenant{Tenant: id.Tenant, SpentUSD: json.Number(spend.FormatUSD(sp.SettledNano)),
+			HeldUSD: json.Number(spend.FormatUSD(sp.ReservedNano)), BudgetUSD: sp.BudgetUSD, WindowEnd: sp.WindowEnd,
+			RequestsToday: u.RequestsToday, usedNano: sp.ReservedNano + sp.SettledNano})
 	}
 	// Stable: equal spend keeps topTenants' order.
-	slices.SortStableFunc(out, func(a, b dashTenant) int { return cmp.Compare(b.spentNano, a.spentNano) })
+	slices.SortStableFunc(out, func(a, b dashTenant) int { return cmp.Compare(b.usedNano, a.usedNano) })
 	return out
 }
 

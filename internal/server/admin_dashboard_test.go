@@ -104,7 +104,7 @@ func TestAdminPageInChromium(t *testing.T) {
 	overviewTraffic(t, g, ul)
 	dom := chromiumDOM(t, bin, g.URL+"/admin#token=k-admin")
 	for _, want := range []string{`data-tenant="acme"`, `data-tenant="beta"`, `data-budget="acme"`, `data-headroom="rpm"`,
-		`47 of 50 left`, `of $10.00`, `data-key="cfg-`, `class="badge admin"`, `data-chart="usage-by-model"`,
+		`47 of 50 left`, `spent of $10.00`, `data-held="0"`, `data-key="cfg-`, `class="badge admin"`, `data-chart="usage-by-model"`,
 		`data-series="plain"`, `data-series="other"`, `data-legend="plain"`, `class="axis"`} {
 		if !strings.Contains(dom, want) {
 			t.Errorf("DOM lacks %s", want)
