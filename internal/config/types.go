@@ -441,7 +441,20 @@ type Limits struct {
 	// does not fit fails its attempt as bad_response. Default 512 MiB,
 	// range 1 MiB..64 GiB.
 	MaxBufferedBytes int64 `yaml:"max_buffered_bytes"`
+	// TenantCounting says what a tenant's (and an issued key's own) rpm,
+	// daily count and tpm count: request (default: each client request
+	// once, whatever retries, fallbacks and hedges the gateway makes for
+	// it; tpm settles on the tokens used) or attempt (every provider
+	// attempt, llmshim's rule). Provider and global buckets count every
+	// attempt either way.
+	TenantCounting string `yaml:"tenant_counting"`
 }
+
+// limits.tenant_counting values.
+const (
+	CountRequests = "request"
+	CountAttempts = "attempt"
+)
 
 // Store selects where admission and spend state lives.
 type Store struct {

@@ -100,6 +100,7 @@ func (l *loader) validateLimits(lim *Limits) {
 		l.intRange("limits.max_connections", int64(lim.MaxConnections), 1, 10_000_000)
 	}
 	l.intRange("limits.max_buffered_bytes", lim.MaxBufferedBytes, mib, 64<<30)
+	l.oneOf("limits.tenant_counting", lim.TenantCounting, []string{CountRequests, CountAttempts})
 }
 
 // validateRedis checks the redis section. The URL may hold a password, so

@@ -95,6 +95,9 @@ type Limits struct {
 	// any of them is 0, which providers do not honour as a limit.
 	Output    int64
 	HasOutput bool
+	// OutputField names the field Output came from (max_tokens,
+	// generationConfig.maxOutputTokens, ...); "" when none.
+	OutputField string
 	// Candidates is the largest of n, best_of, bestOf, candidate_count and
 	// generationConfig.candidateCount, at least 1.
 	Candidates int64
@@ -191,7 +194,7 @@ func ReadLimits(body []byte) Limits {
 		return true
 	})
 	zero := false
-	for _, r := range outs {
+	for i, r := range outs {
 		if !present(r) {
 			continue
 		}
@@ -203,13 +206,17 @@ func ReadLimits(body []byte) Limits {
 		zero = zero || v == 0
 		if !l.HasOutput {
 			l.Output, l.HasOutput = v, true
+			l.OutputField = "generationConfig.maxOutputTokens"
+			if i < len(outputKeys) {
+				l.OutputField = outputKeys[i]
+			}
 		}
 	}
 	if zero {
 		// Providers read a limit of 0 as "unset" (or refuse it) rather
 		// than generating nothing: reserving 0 would bill output the
 		// reservation never covered. Absent, the model's ceiling applies.
-		l.Output, l.HasOutput = 0, false
+		l.Output, l.HasOutput, l.OutputField = 0, false, ""
 	}
 	return l
 }

@@ -19,7 +19,7 @@ const DefaultAnthropicMaxTokens = 8192
 
 // reasoning_effort -> thinking budget. Small enough to fit under the
 // default max_tokens.
-var anthropicThinkingBudget = map[string]int64{"low": 1024, "medium": 2048, "high": 4096}
+var anthropicThinkingBudget = map[string]int64{"low": 1024, "medium": 2048, "high": 4096, "xhigh": 6144}
 
 // anthropicFields is what OpenAIAnthropic does with each request field.
 var anthropicFields = map[string]fieldRule{
@@ -42,12 +42,14 @@ type OpenAIAnthropic struct {
 	body         []byte
 	model        string
 	includeUsage bool
+	dropped      []string
 }
 
 // NewOpenAIAnthropic translates an OpenAI chat request. A *FieldError
 // refuses it.
 func NewOpenAIAnthropic(chatReq []byte) (*OpenAIAnthropic, error) {
-	in, err := readChat(chatReq, anthropicFields, "anthropic providers")
+	var d drops
+	in, err := readChat(chatReq, anthropicFields, "anthropic providers", &d)
 	if err != nil {
 		return nil, err
 	}
@@ -55,11 +57,15 @@ func NewOpenAIAnthropic(chatReq []byte) (*OpenAIAnthropic, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &OpenAIAnthropic{Created: time.Now().Unix(), model: in.Model, body: marshal(out), includeUsage: wantsUsage(in)}, nil
+	return &OpenAIAnthropic{Created: time.Now().Unix(), model: in.Model, body: marshal(out), includeUsage: wantsUsage(in), dropped: d.list}, nil
 }
 
 // Body is the Anthropic Messages request.
 func (t *OpenAIAnthropic) Body() []byte { return t.body }
+
+// Dropped lists the request's top-level hints the translation dropped
+// (seed, store, ...), for the X-Switchboard-Dropped header.
+func (t *OpenAIAnthropic) Dropped() []string { return t.dropped }
 
 func anthropicRequest(in *openai.ChatRequest, raw []byte) (*anthropic.Request, error) {
 	out := &anthropic.Request{Model: in.Model, Stream: in.Stream, TopP: in.TopP, TopK: in.TopK}
@@ -465,10 +471,13 @@ func (t *OpenAIAnthropic) Response(body []byte) ([]byte, Usage, error) {
 	return marshal(out), u, nil
 }
 
-// anthropicErrorStatus maps an Anthropic error type to its HTTP status,
-// for errors that arrive inside a stream.
+// anthropicErrorStatus maps an error type to its HTTP status, for errors
+// that arrive inside a stream: Anthropic's types, and OpenAI's where they
+// differ.
 func anthropicErrorStatus(typ string) int {
 	switch typ {
+	case "rate_limit_exceeded", "insufficient_quota":
+		return 429
 	case "invalid_request_error":
 		return 400
 	case "authentication_error":

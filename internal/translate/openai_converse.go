@@ -33,12 +33,14 @@ type OpenAIConverse struct {
 	body         []byte
 	model        string
 	includeUsage bool
+	dropped      []string
 }
 
 // NewOpenAIConverse translates an OpenAI chat request whose "model" is
 // the Bedrock model id. A *FieldError refuses it.
 func NewOpenAIConverse(chatReq []byte) (*OpenAIConverse, error) {
-	in, err := readChat(chatReq, converseFields, "bedrock converse")
+	var d drops
+	in, err := readChat(chatReq, converseFields, "bedrock converse", &d)
 	if err != nil {
 		return nil, err
 	}
@@ -47,8 +49,12 @@ func NewOpenAIConverse(chatReq []byte) (*OpenAIConverse, error) {
 		return nil, err
 	}
 	return &OpenAIConverse{Created: time.Now().Unix(), ID: newID("chatcmpl-"), model: in.Model, body: marshal(out),
-		includeUsage: wantsUsage(in)}, nil
+		includeUsage: wantsUsage(in), dropped: d.list}, nil
 }
+
+// Dropped lists the request's top-level hints the translation dropped,
+// for the X-Switchboard-Dropped header.
+func (t *OpenAIConverse) Dropped() []string { return t.dropped }
 
 // Body is the Converse request.
 func (t *OpenAIConverse) Body() []byte { return t.body }

@@ -154,8 +154,6 @@ func (r *Reader) step() {
 func (r *Reader) emit(out [][]byte) {
 	r.chunks += len(out)
 	for _, d := range out {
-		r.pending = append(r.pending, "data: "...)
-		r.pending = append(r.pending, d...)
-		r.pending = append(r.pending, '\n', '\n')
+		r.pending = sse.AppendFrame(r.pending, "", d)
 	}
 }
