@@ -73,8 +73,8 @@ func (c *Controller) AdmitReplay(ctx context.Context, id *tenant.Identity, model
 	return c.replayDecision(ctx, a, ds, metas, t)
 }
 
-// replayDecision admits a (no tokens, no spend) and settles it at once
-// with nothing used; the refusal when it does not fit.
+// replayDecision admits a (no tokens, no spend: its counters are all it
+// changes); the refusal when it does not fit.
 func (c *Controller) replayDecision(ctx context.Context, a *store.Admission, ds []limit.Debit, metas []debitMeta, tenantName string) *Refusal {
 	if a.DailyLimit == 0 {
 		return c.dailyRefusal(ReplayProvider, 0, 86400*time.Second)
@@ -94,20 +94,11 @@ func (c *Controller) replayDecision(ctx context.Context, a *store.Admission, ds 
 	default:
 		return nil // a full ledger refuses budgeted attempts only
 	}
-	st := &store.Settlement{Now: a.Now, ID: a.ID, Tenant: a.Tenant, Provider: a.Provider, Minute: d.Minute,
-		WindowSecs: a.WindowSecs, WindowStart: d.WindowStart, State: store.StateSettled, Tokens: &store.Tokens{}, Final: true}
-	if as, ok := c.st.(store.AsyncSettler); ok {
-		as.SettleAsync(st, func(err error) {
-			if err != nil {
-				c.m.settleErr.Inc()
-			}
-		})
-		return nil
-	}
-	sctx, cancel := context.WithTimeout(ctx, settleTimeout)
-	defer cancel()
-	if err := c.st.Settle(sctx, st); err != nil {
-		c.m.settleErr.Inc()
+	if d.Recorded {
+		// Unbudgeted, a replay takes no live hold; should a store record
+		// one anyway, it ends now with nothing used.
+		c.settle(&store.Settlement{Now: a.Now, ID: a.ID, Tenant: a.Tenant, Minute: d.Minute,
+			WindowSecs: a.WindowSecs, WindowStart: d.WindowStart, Recorded: true, Final: true})
 	}
 	return nil
 }

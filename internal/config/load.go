@@ -71,6 +71,7 @@ func parse(data []byte, filename string, getenv func(string) (string, bool)) (*C
 		return nil, &l.errs
 	}
 	c.Warnings = append(c.Warnings, l.warnings...)
+	c.Warnings = append(c.Warnings, l.cloudWarnings(c)...)
 	if w := noOperator(&c.Auth); w != "" {
 		c.Warnings = append(c.Warnings, w)
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"switchboard/internal/config"
 	"switchboard/internal/store/redistest"
 )
 
@@ -520,4 +521,18 @@ func TestMalformedFieldsGoToTheDLQ(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
+}
+
+// A bound left at zero is the config's default for it: a config whose
+// queue section is empty and zero Options give one queue.
+func TestZeroOptionsAreTheConfigDefaults(t *testing.T) {
+	cfg, err := config.Parse([]byte("providers:\n  a: {type: mock, mock: {tokens: 1}}\nmodels:\n  - name: m\n    providers: [{provider: a, model: x}]\n"), "t.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := OptionsOf(&cfg.Queue)
+	want.Prefix = Namespace
+	if got := New(nil, Options{}).Options(); got != want {
+		t.Fatalf("zero options became %+v, want the config's defaults %+v", got, want)
+	}
 }
