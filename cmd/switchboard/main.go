@@ -358,16 +358,23 @@ func setLevel(v *slog.LevelVar, s string) {
 
 // watchedFiles are the files a config reloads from and its poll interval
 // (performance.config_poll_interval; 0 = no watching).
-func watchedFiles(path string, cfg *config.Config) (time.Duration, map[string]string) {
+func watchedFiles(path string, cfg *config.Config) (time.Duration, map[string]string, map[string][]byte) {
 	interval := 2 * time.Second
 	if poll := cfg.Performance.ConfigPollInterval; poll != nil {
 		interval = poll.D()
 	}
 	files := map[string]string{path: "file change"}
+	// The baselines are the bytes the config was built from, so a write
+	// that lands while a reload applies is still seen.
+	sums := map[string][]byte{}
+	if cfg.Path == path {
+		sums[path] = cfg.Sum[:]
+	}
 	if kp := cfg.Auth.KeysPath; kp != "" {
 		files[kp] = "keys file change"
+		sums[kp] = cfg.Auth.KeysSum[:]
 	}
-	return interval, files
+	return interval, files, sums
 }
 
 // reloadSignals subscribes to SIGHUP and SIGUSR1 now, on the caller's

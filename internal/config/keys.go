@@ -217,6 +217,7 @@ func (l *loader) readKeysFile(a *Auth) []keyEntry {
 		l.errAt("auth.keys_file", "cannot read keys file: %v", err)
 		return nil
 	}
+	a.KeysSum = sha256.Sum256(data)
 	fail := func(line int, field, format string, args ...any) {
 		l.errs = append(l.errs, &FieldError{File: path, Line: line, Field: field, Msg: fmt.Sprintf(format, args...)})
 	}

@@ -2,6 +2,7 @@ package config
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"errors"
 	"io"
 	"os"
@@ -27,6 +28,7 @@ func Load(path string) (*Config, error) {
 		return nil, err
 	}
 	c.Path = path
+	c.Sum = sha256.Sum256(data)
 	return c, nil
 }
 

@@ -125,9 +125,11 @@ func NewFiles(ctx context.Context, log *slog.Logger, onChange func(trigger strin
 }
 
 // Set watches files (path → trigger name) every interval; the same
-// interval and files keep the running watches. It may be called from
-// onChange.
-func (f *Files) Set(interval time.Duration, files map[string]string) {
+// interval and files keep the running watches. baselines holds the
+// SHA-256 of the content in force for a path (what the config was built
+// from): a write between that read and this call is still a change. A
+// path without one is read now. It may be called from onChange.
+func (f *Files) Set(interval time.Duration, files map[string]string, baselines map[string][]byte) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.files != nil && interval == f.interval && maps.Equal(files, f.files) {
@@ -144,9 +146,13 @@ func (f *Files) Set(interval time.Duration, files map[string]string) {
 		return
 	}
 	for path, trigger := range files {
-		// The baseline is read here, not in the goroutine: once Set has
+		// The baseline is fixed here, not in the goroutine: once Set has
 		// returned (the gateway says it is listening), any write counts.
-		go watch(ctx, path, digest(path), interval, f.log, func() { f.onChange(trigger) })
+		base := baselines[path]
+		if base == nil {
+			base = digest(path)
+		}
+		go watch(ctx, path, base, interval, f.log, func() { f.onChange(trigger) })
 	}
 }
 
