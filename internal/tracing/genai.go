@@ -1,0 +1,160 @@
+package tracing
+
+import (
+	"net/url"
+	"strings"
+
+	"github.com/tidwall/gjson"
+	"go.opentelemetry.io/otel/attribute"
+
+	"switchboard/internal/config"
+)
+
+// GenAI semantic conventions (semconv v1.41, status "development"): the
+// Go semconv packages after v1.41 no longer carry them, so the keys are
+// spelled here. gen_ai.system is the pre-1.37 name of
+// gen_ai.provider.name, still read by some backends: both are set.
+const (
+	keyOperation     = attribute.Key("gen_ai.operation.name")
+	keyProvider      = attribute.Key("gen_ai.provider.name")
+	keySystem        = attribute.Key("gen_ai.system")
+	keyRequestModel  = attribute.Key("gen_ai.request.model")
+	keyResponseModel = attribute.Key("gen_ai.response.model")
+	keyResponseID    = attribute.Key("gen_ai.response.id")
+	keyInputTokens   = attribute.Key("gen_ai.usage.input_tokens")
+	keyOutputTokens  = attribute.Key("gen_ai.usage.output_tokens")
+	keyFinish        = attribute.Key("gen_ai.response.finish_reasons")
+	keyInputMessages = attribute.Key("gen_ai.input.messages")
+	keyOutputMsgs    = attribute.Key("gen_ai.output.messages")
+	keyServerAddress = attribute.Key("server.address")
+	keyErrorType     = attribute.Key("error.type")
+	keyHTTPStatus    = attribute.Key("http.response.status_code")
+)
+
+// Operation is gen_ai.operation.name for an OpenAI endpoint (its path
+// under /v1).
+func Operation(endpoint string) string {
+	switch endpoint {
+	case "completions":
+		return "text_completion"
+	case "embeddings":
+		return "embeddings"
+	}
+	return "chat" // chat/completions, responses, messages
+}
+
+// knownHosts names the providers whose API host says who they are: an
+// openai-type provider may be any OpenAI-compatible server.
+var knownHosts = []struct{ suffix, name string }{
+	{"api.openai.com", "openai"},
+	{"openai.azure.com", "azure.ai.openai"},
+	{"api.anthropic.com", "anthropic"},
+	{"generativelanguage.googleapis.com", "gcp.gemini"},
+	{"aiplatform.googleapis.com", "gcp.vertex_ai"},
+	{"amazonaws.com", "aws.bedrock"},
+	{"api.groq.com", "groq"},
+	{"api.deepseek.com", "deepseek"},
+	{"api.mistral.ai", "mistral_ai"},
+	{"api.x.ai", "x_ai"},
+	{"api.perplexity.ai", "perplexity"},
+	{"api.cohere.com", "cohere"},
+}
+
+// providerInfo is what a provider's spans carry besides its config name.
+type providerInfo struct {
+	system string // gen_ai.provider.name
+	host   string // server.address
+}
+
+// describe is gen_ai.provider.name and server.address of a configured
+// provider: a known API host names it; else its type does ("openai" for
+// any OpenAI-compatible server, as the OpenAI client's instrumentation
+// would report it).
+func describe(p *config.Provider) providerInfo {
+	info := providerInfo{system: p.Type}
+	switch p.Type {
+	case config.TypeGemini:
+		info.system = "gcp.gemini"
+	case config.TypeMock:
+		info.system = "switchboard.mock"
+	}
+	if u, err := url.Parse(p.BaseURL); err == nil && u.Host != "" {
+		info.host = u.Hostname()
+		for _, k := range knownHosts {
+			if info.host == k.suffix || strings.HasSuffix(info.host, "."+k.suffix) {
+				info.system = k.name
+				break
+			}
+		}
+	}
+	return info
+}
+
+// answer reads a unary answer's GenAI attributes: the model that
+// answered, its id, the finish reasons, usage. Only a recording span pays
+// for the parse.
+func answer(endpoint string, body []byte) []attribute.KeyValue {
+	r := gjson.ParseBytes(body)
+	out := make([]attribute.KeyValue, 0, 5)
+	if m := r.Get("model"); m.Type == gjson.String {
+		out = append(out, keyResponseModel.String(m.Str))
+	}
+	if id := r.Get("id"); id.Type == gjson.String {
+		out = append(out, keyResponseID.String(id.Str))
+	}
+	var reasons []string
+	switch endpoint {
+	case "messages":
+		if s := r.Get("stop_reason"); s.Type == gjson.String {
+			reasons = append(reasons, s.Str)
+		}
+	case "responses":
+		if s := r.Get("status"); s.Type == gjson.String {
+			reasons = append(reasons, s.Str)
+		}
+	default:
+		r.Get("choices.#.finish_reason").ForEach(func(_, v gjson.Result) bool {
+			if v.Type == gjson.String {
+				reasons = append(reasons, v.Str)
+			}
+			return len(reasons) < 16
+		})
+	}
+	if len(reasons) > 0 {
+		out = append(out, keyFinish.StringSlice(reasons))
+	}
+	return out
+}
+
+// maxContent bounds a captured content attribute (bytes).
+const maxContent = 64 << 10
+
+// content is a JSON document for a content attribute, cut to maxContent.
+func content(raw string) string {
+	if len(raw) > maxContent {
+		return raw[:maxContent] + "...(truncated)"
+	}
+	return raw
+}
+
+// inputOf is the request's messages (or prompt, input) as JSON text.
+func inputOf(body []byte) string {
+	r := gjson.ParseBytes(body)
+	for _, k := range []string{"messages", "input", "prompt", "contents"} {
+		if v := r.Get(k); v.Exists() {
+			return content(v.Raw)
+		}
+	}
+	return ""
+}
+
+// outputOf is a unary answer's choices (or content, output) as JSON text.
+func outputOf(body []byte) string {
+	r := gjson.ParseBytes(body)
+	for _, k := range []string{"choices", "content", "output", "candidates"} {
+		if v := r.Get(k); v.Exists() {
+			return content(v.Raw)
+		}
+	}
+	return ""
+}
