@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 
 	"switchboard/internal/config"
+	"switchboard/internal/tracing"
 )
 
 // Upstream is what every HTTP provider shares: the API root, the rotating
@@ -85,6 +86,7 @@ func (u *Upstream) NewRequest(ctx context.Context, url string, req *Request, bod
 	h.Del("Authorization")
 	h.Del("X-Api-Key")
 	h.Del("X-Goog-Api-Key")
+	tracing.Inject(ctx, h) // the attempt's span, when traced: the provider's spans join the trace
 	h["Content-Type"] = JSONType
 	if req.Stream {
 		h["Accept"] = eventStreamType

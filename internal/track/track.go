@@ -6,6 +6,7 @@ package track
 
 import (
 	"bytes"
+	"strings"
 	"time"
 	"unsafe"
 
@@ -49,6 +50,28 @@ type Stream struct {
 	serverTPS     float64
 	// Clean is true once the protocol's terminal event was seen.
 	Clean bool
+	// Model is the model the provider's events named (the first seen);
+	// Finish the reasons its choices, message or response ended with (at
+	// most maxFinish). Spans report them.
+	Model  string
+	Finish []string
+}
+
+// maxFinish bounds the finish reasons kept (one per choice).
+const maxFinish = 16
+
+// finished notes a finish reason (v aliases the event: copied).
+func (s *Stream) finished(v gjson.Result) {
+	if v.Type == gjson.String && len(s.Finish) < maxFinish {
+		s.Finish = append(s.Finish, strings.Clone(v.Str))
+	}
+}
+
+// named notes the model the provider named, once.
+func (s *Stream) named(v gjson.Result) {
+	if s.Model == "" && v.Type == gjson.String {
+		s.Model = strings.Clone(v.Str)
+	}
 }
 
 // NewStream starts measuring; start is when the request was sent.
@@ -118,6 +141,8 @@ func (s *Stream) seeChat(data []byte, now time.Time) {
 				s.seeChoice(c, now)
 				return true
 			})
+		case "model":
+			s.named(v)
 		case "usage":
 			if v.IsObject() {
 				s.Usage = openAIUsage(v)
@@ -153,6 +178,8 @@ func (s *Stream) seeChoice(c gjson.Result, now time.Time) {
 		switch k.Str {
 		case "text": // legacy completions
 			content = content || (s.proto == Completions && v.String() != "")
+		case "finish_reason":
+			s.finished(v)
 		case "delta":
 			if s.proto == Completions {
 				break
@@ -216,7 +243,10 @@ func (s *Stream) seeResponses(ev *sse.Event, now time.Time) {
 		s.thinking(now)
 	case "response.completed", "response.incomplete":
 		s.Clean = true
-		s.Usage = responsesUsage(gjson.GetBytes(ev.Data, "response.usage"))
+		r := gjson.GetBytes(ev.Data, "response")
+		s.Usage = responsesUsage(r.Get("usage"))
+		s.named(r.Get("model"))
+		s.finished(r.Get("status"))
 	case "response.failed":
 		s.Clean = true
 	}
@@ -235,6 +265,7 @@ func responsesUsage(u gjson.Result) Usage {
 func (s *Stream) seeMessages(ev *sse.Event, now time.Time) {
 	switch eventType(ev) {
 	case "message_start":
+		s.named(gjson.GetBytes(ev.Data, "message.model"))
 		u := gjson.GetBytes(ev.Data, "message.usage")
 		s.Usage.Input = u.Get("input_tokens").Int() + u.Get("cache_read_input_tokens").Int() + u.Get("cache_creation_input_tokens").Int()
 		s.Usage.CacheRead = u.Get("cache_read_input_tokens").Int()
@@ -247,6 +278,7 @@ func (s *Stream) seeMessages(ev *sse.Event, now time.Time) {
 			s.content(now)
 		}
 	case "message_delta":
+		s.finished(gjson.GetBytes(ev.Data, "delta.stop_reason"))
 		if o := gjson.GetBytes(ev.Data, "usage.output_tokens"); o.Exists() {
 			s.Usage.Output = o.Int()
 			s.Usage.Known = true
