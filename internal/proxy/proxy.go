@@ -33,8 +33,8 @@ import (
 	"switchboard/internal/spend"
 	"switchboard/internal/sse"
 	"switchboard/internal/tenant"
-	"switchboard/internal/track"
 	"switchboard/internal/tracing"
+	"switchboard/internal/track"
 )
 
 // Options are one request's loop parameters, taken from the config snapshot.
