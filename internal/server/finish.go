@@ -20,6 +20,7 @@ func (s *Server) finishStream(ctx context.Context, rt *route.Route, res *proxy.R
 	rt = servedRoute(res, rt)
 	defer s.Prober.AfterRequest(rt)
 	settleStream(res, st)
+	traceStream(res, st, outcome)
 	p := res.Candidate.Provider
 	s.Metrics.Streams.WithLabelValues(p, res.Candidate.Model, outcome).Inc()
 	if outcome != streamCompleted {

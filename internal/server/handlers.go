@@ -20,11 +20,12 @@ import (
 	"switchboard/internal/provider"
 	"switchboard/internal/proxy"
 	"switchboard/internal/route"
+	"switchboard/internal/tags"
 	"switchboard/internal/tenant"
 )
 
 // Handler returns the gateway's routes behind its middleware.
-func (s *Server) Handler() http.Handler { return s.wrap(s.routes()) }
+func (s *Server) Handler() http.Handler { return s.wrap(s.traced(s.routes())) }
 
 // jobRoutes are the routes a worker serves jobs through: no access log or
 // request metrics (the ingress counted the request).
@@ -436,6 +437,8 @@ type incoming struct {
 	stream  bool
 	rt      *route.Route
 	release func()
+	// tags are the request's (X-Switchboard-Tags, metadata), checked.
+	tags tags.Set
 }
 
 // prepare authenticates, reads and checks the body, takes the logical
@@ -462,6 +465,11 @@ func (s *Server) prepare(w http.ResponseWriter, r *http.Request, proto Protocol)
 		s.refusedUsage(r, id, model, stream, aerr.Status)
 		return nil
 	}
+	in := &incoming{snap: snap, id: id, body: body, model: model, stream: stream}
+	if !s.requestTags(w, r, proto, in) {
+		s.refusedUsage(r, id, model, stream, http.StatusBadRequest)
+		return nil
+	}
 	release, ref := s.Admission.Enter(r.Context(), id)
 	if ref != nil {
 		status := statusClientClosed
@@ -479,7 +487,9 @@ func (s *Server) prepare(w http.ResponseWriter, r *http.Request, proto Protocol)
 		s.refusedUsage(r, id, model, stream, http.StatusNotFound)
 		return nil
 	}
-	return &incoming{snap: snap, id: id, body: body, model: model, stream: stream, rt: rt, release: release}
+	in.rt, in.release = rt, release
+	s.observed(r, in)
+	return in
 }
 
 // call builds the attempt loop's input for in.

@@ -16,6 +16,7 @@ import (
 	"switchboard/internal/provider"
 	"switchboard/internal/queue"
 	"switchboard/internal/sse"
+	"switchboard/internal/tags"
 )
 
 // Distributed execution (queue.mode: redis). The ingress side: a request
@@ -157,13 +158,18 @@ type jobMeta struct {
 	KeyDigest string      `json:"key,omitempty"`
 	Model     string      `json:"model"`
 	RequestID string      `json:"request_id,omitempty"`
+	// Trace is the ingress span's traceparent and Enqueued when it was
+	// enqueued (Unix ms): the worker's spans continue the trace.
+	Trace    string `json:"traceparent,omitempty"`
+	Enqueued int64  `json:"enqueued_ms,omitempty"`
 }
 
 // jobHeaders are the client headers a worker's handler reads.
-var jobHeaders = append([]string{"Anthropic-Version", "Content-Type"}, forwarded...)
+var jobHeaders = append([]string{"Anthropic-Version", "Content-Type", tags.Header}, forwarded...)
 
-func encodeJob(r *http.Request, in *incoming) []byte {
+func (s *Server) encodeJob(r *http.Request, in *incoming) []byte {
 	m := jobMeta{Path: r.URL.Path, Model: in.model, RequestID: RequestID(r.Context())}
+	m.Trace, m.Enqueued = s.jobTrace(r)
 	for _, k := range jobHeaders {
 		if v := r.Header.Values(k); len(v) > 0 {
 			if m.Header == nil {
@@ -227,7 +233,7 @@ func (s *Server) dispatch(w http.ResponseWriter, r *http.Request, proto Protocol
 	}
 	j := &queue.Job{ID: queue.NewID(), OToken: queue.NewID(), Origin: origin.ID, Provider: order[0].Provider,
 		Tier: tier, Stream: in.stream, Timeout: cfg.Timeouts.Request.D(), Endpoint: r.URL.Path, Tenant: tenantName,
-		Request: encodeJob(r, in)}
+		Request: s.encodeJob(r, in)}
 	watch, stop := origin.Watch(j.ID)
 	defer stop()
 	ectx, cancel := context.WithTimeout(r.Context(), ingressOp)

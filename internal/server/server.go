@@ -97,6 +97,9 @@ type Server struct {
 	// conns caps the listener Serve accepts on (nil before Serve).
 	conns atomic.Pointer[connlimit.Listener]
 
+	// obs is tracing, tags and alerts (observe.go).
+	obs observe
+
 	mu        sync.Mutex // guards instances during Apply only
 	reloadMu  sync.Mutex // serialises Reload
 	instances map[string]instance
@@ -194,6 +197,7 @@ func (s *Server) Apply(cfg *config.Config) {
 	if s.queueing != nil {
 		s.queueing.Q.SetOptions(QueueOptions(cfg))
 	}
+	s.applyObserve(cfg)
 	s.proxy.Buffers.SetLimit(cfg.Limits.MaxBufferedBytes)
 	s.Stats.SetWindow(cfg.Performance.SampleWindow.D())
 	s.Prober.SetMaxPerMinute(cfg.Performance.ProbeMaxPerMinute)

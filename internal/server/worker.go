@@ -82,6 +82,7 @@ func (s *Server) RunJob(ctx context.Context, d *queue.Delivery) {
 	jc := &jobCtx{id: id, left: d.Deadline.Sub(d.Now)}
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
+	ctx, span := s.obs.tracer.Job(ctx, meta.Trace, meta.Path, d.ID, time.UnixMilli(meta.Enqueued), s.Clock.Now())
 	rctx := context.WithValue(context.WithValue(ctx, jobKey, jc), requestIDKey, meta.RequestID)
 	req, err := http.NewRequestWithContext(rctx, http.MethodPost, meta.Path, bytes.NewReader(body))
 	if err != nil {
@@ -106,6 +107,7 @@ func (s *Server) RunJob(ctx context.Context, d *queue.Delivery) {
 		}()
 		s.jobRoutes().ServeHTTP(jw, req)
 	}()
+	span.End(jw.status)
 	if err := jw.finish(); err != nil && !errors.Is(err, queue.ErrCanceled) {
 		s.Log.WarnContext(rctx, "queue: the job's result was not stored", "job", d.ID, "error", err.Error())
 	}

@@ -164,7 +164,7 @@ func (t *Tracer) Job(ctx context.Context, traceparent, route, jobID string, enqu
 	if traceparent != "" {
 		ctx = propagator.Extract(ctx, propagation.HeaderCarrier(http.Header{"Traceparent": {traceparent}}))
 	}
-	if !enqueued.IsZero() && leased.After(enqueued) {
+	if enqueued.Unix() > 0 && leased.After(enqueued) {
 		_, w := t.t.Start(ctx, "queue wait", trace.WithTimestamp(enqueued), trace.WithSpanKind(trace.SpanKindInternal),
 			trace.WithAttributes(keyJob.String(jobID)))
 		w.End(trace.WithTimestamp(leased))
