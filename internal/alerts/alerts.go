@@ -44,8 +44,10 @@ type Event struct {
 	Time    time.Time `json:"time"`
 	Message string    `json:"message"`
 	// budget.threshold: whose budget (scope tenant or key), the threshold
-	// crossed and where the window stands. Used is settled plus reserved:
-	// what the budget no longer has for new requests.
+	// crossed and where the window stands. Used is the settled spend: a
+	// reservation held by a request in flight is shown (reserved_usd) but
+	// not counted, or one large request would cross thresholds it may
+	// never spend.
 	Scope        string      `json:"scope,omitempty"`
 	Tenant       string      `json:"tenant,omitempty"`
 	KeyID        string      `json:"key_id,omitempty"`
@@ -248,7 +250,7 @@ func (n *Notifier) thresholds(ctx context.Context, c *config.Alerts, scope strin
 	if sv == nil || sv.BudgetNano == nil {
 		return
 	}
-	budget, used := *sv.BudgetNano, sv.SettledNano+sv.ReservedNano
+	budget, used := *sv.BudgetNano, sv.SettledNano
 	pct := 100.0
 	if budget > 0 {
 		pct = float64(used) / float64(budget) * 100

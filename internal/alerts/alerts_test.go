@@ -149,8 +149,9 @@ func TestThresholdsOnceAcrossReplicas(t *testing.T) {
 		wg.Wait()
 	}
 	round(300_000_000, 0) // 30 %: nothing
-	round(400_000_000, 150_000_000)
-	rcv.wait(t, 1) // 55 % with the reservation: 50 %
+	round(400_000_000, 900_000_000) // 40 %: a request in flight holds more, which is not spent
+	round(550_000_000, 0)
+	rcv.wait(t, 1) // 55 %: 50 %
 	round(850_000_000, 0)
 	rcv.wait(t, 1) // 80 %
 	round(1_200_000_000, 0)
@@ -175,7 +176,7 @@ func TestThresholdsOnceAcrossReplicas(t *testing.T) {
 	if len(got) != 4 || got[0] != 50 || got[1] != 80 || got[2] != 100 || got[3] != 50 {
 		t.Fatalf("thresholds sent %v, want 50 80 100 50", got)
 	}
-	if events[0].UsedPct != 55 || events[0].SettledUSD != "0.4" || events[0].ReservedUSD != "0.15" || events[0].BudgetUSD != "1" {
+	if events[0].UsedPct != 55 || events[0].SettledUSD != "0.55" || events[0].ReservedUSD != "0" || events[0].BudgetUSD != "1" {
 		t.Fatalf("first event %+v", events[0])
 	}
 	if recorded.Load() != 4 {

@@ -34,6 +34,13 @@ type replica struct {
 // spaces) to its queue section.
 func startQueued(t *testing.T, srv *redistest.Server, yaml, queueLines string, roles ...Role) []*replica {
 	t.Helper()
+	return startQueuedWith(t, srv, yaml, queueLines, nil, roles...)
+}
+
+// startQueuedWith is startQueued with setup run on each Server before its
+// queue starts (nil: none).
+func startQueuedWith(t *testing.T, srv *redistest.Server, yaml, queueLines string, setup func(*Server), roles ...Role) []*replica {
+	t.Helper()
 	yaml += "redis: {url: \"" + srv.URL + "\"}\nqueue:\n  mode: redis\n" + queueLines
 	cfg, err := config.Parse([]byte(yaml), "queue.yaml")
 	if err != nil {
@@ -55,6 +62,9 @@ func startQueued(t *testing.T, srv *redistest.Server, yaml, queueLines string, r
 		s := New(log, nil, nil)
 		s.SetIdempotency(idempotency.NewRedis(c, IdempotencyLimits(cfg)))
 		s.Apply(cfg)
+		if setup != nil {
+			setup(s)
+		}
 		ctx, cancel := context.WithCancel(context.Background())
 		wait := s.StartQueue(ctx, queue.New(c, QueueOptions(cfg)), role)
 		stop := func() { cancel(); wait() }
