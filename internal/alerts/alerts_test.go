@@ -148,7 +148,7 @@ func TestThresholdsOnceAcrossReplicas(t *testing.T) {
 		}
 		wg.Wait()
 	}
-	round(300_000_000, 0) // 30 %: nothing
+	round(300_000_000, 0)           // 30 %: nothing
 	round(400_000_000, 900_000_000) // 40 %: a request in flight holds more, which is not spent
 	round(550_000_000, 0)
 	rcv.wait(t, 1) // 55 %: 50 %

@@ -15,8 +15,8 @@ import (
 	"switchboard/internal/config"
 	"switchboard/internal/proxy"
 	"switchboard/internal/tags"
-	"switchboard/internal/track"
 	"switchboard/internal/tracing"
+	"switchboard/internal/track"
 )
 
 // The server's glue to tracing, tags and alerts, which are packages of
