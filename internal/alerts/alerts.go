@@ -187,7 +187,7 @@ func (n *Notifier) Transition(t health.Transition) {
 func (n *Notifier) Run(ctx context.Context) {
 	go n.deliver(ctx)
 	for {
-		t, stop := n.o.Clock.After(n.cfg.Load().CheckInterval.D())
+		t, stop := n.o.Clock.After(max(n.cfg.Load().CheckInterval.D(), time.Second)) // unconfigured: 0
 		select {
 		case <-ctx.Done():
 			stop()

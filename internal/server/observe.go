@@ -267,3 +267,15 @@ func (s *Server) overviewAlerts(ctx context.Context) []admin.AuditEntry {
 	}
 	return rows
 }
+
+// errNoQueue: the DLQ is read in queue mode only.
+var errNoQueue = fmt.Errorf("queue.mode is off")
+
+// DLQSize reads the dead-letter queue's size (alerts.Options.DLQ).
+func (s *Server) DLQSize(ctx context.Context) (int64, error) {
+	if s.queueing == nil {
+		return 0, errNoQueue
+	}
+	st, err := s.queueing.Q.Stats(ctx)
+	return st.DLQ, err
+}
