@@ -436,9 +436,6 @@ func (p *Proxy) attempt(ctx context.Context, c *Call, cand *route.Candidate, dea
 			return nil, &provider.Error{Kind: provider.KindRefused, Status: ref.Status, Msg: ref.Message, Err: ref}
 		}
 	}
-	if p.Admission == nil {
-		traceAdmission(sp, nil, nil)
-	}
 	c.side.admitted(pm)
 	hold := p.Buffers.Hold()
 	busy := p.Busy.Begin(cand.Provider)

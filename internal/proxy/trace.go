@@ -34,8 +34,6 @@ func traceAdmission(sp *tracing.Attempt, pm *admit.Permit, ref *admit.Refusal) {
 		sp.Refused(ref.Code, ref.Scope.String())
 	case pm != nil:
 		sp.Admitted(pm.Reserved())
-	default:
-		sp.Admitted(0)
 	}
 }
 
@@ -45,20 +43,22 @@ func traceOutcome(sp *tracing.Attempt, res *Result, perr *provider.Error, pm *ad
 	if sp == nil {
 		return
 	}
+	cost := int64(-1)
+	if pm != nil {
+		cost = pm.Cost()
+	}
 	switch {
 	case perr != nil:
 		sp.Failed(perr.Status, Reason(perr))
+		if cost > 0 {
+			sp.Settled(cost) // a failure the provider billed
+		}
 	case res.Events != nil:
 		res.Trace = sp
 		return
 	default:
 		u := res.Usage
-		sp.Answer(res.Body, u.Input, u.Output, u.Known)
-	}
-	if pm != nil {
-		if c := pm.Cost(); c > 0 {
-			sp.Settled(c)
-		}
+		sp.Answer(res.Body, u.Input, u.Output, u.Known, cost)
 	}
 	sp.End()
 }

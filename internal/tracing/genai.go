@@ -3,6 +3,7 @@ package tracing
 import (
 	"net/url"
 	"strings"
+	"unsafe"
 
 	"github.com/tidwall/gjson"
 	"go.opentelemetry.io/otel/attribute"
@@ -12,12 +13,12 @@ import (
 
 // GenAI semantic conventions (semconv v1.41, status "development"): the
 // Go semconv packages after v1.41 no longer carry them, so the keys are
-// spelled here. gen_ai.system is the pre-1.37 name of
-// gen_ai.provider.name, still read by some backends: both are set.
+// spelled here. gen_ai.provider.name replaced gen_ai.system in semconv
+// 1.37; only the current name is sent (every attribute is marshalled with
+// every span).
 const (
 	keyOperation     = attribute.Key("gen_ai.operation.name")
 	keyProvider      = attribute.Key("gen_ai.provider.name")
-	keySystem        = attribute.Key("gen_ai.system")
 	keyRequestModel  = attribute.Key("gen_ai.request.model")
 	keyResponseModel = attribute.Key("gen_ai.response.model")
 	keyResponseID    = attribute.Key("gen_ai.response.id")
@@ -90,36 +91,42 @@ func describe(p *config.Provider) providerInfo {
 	return info
 }
 
-// answer reads a unary answer's GenAI attributes: the model that
-// answered, its id, the finish reasons, usage. Only a recording span pays
-// for the parse.
-func answer(endpoint string, body []byte) []attribute.KeyValue {
-	r := gjson.ParseBytes(body)
-	out := make([]attribute.KeyValue, 0, 5)
-	if m := r.Get("model"); m.Type == gjson.String {
-		out = append(out, keyResponseModel.String(m.Str))
-	}
-	if id := r.Get("id"); id.Type == gjson.String {
-		out = append(out, keyResponseID.String(id.Str))
-	}
+// answer adds a unary answer's GenAI attributes to out: the model that
+// answered, its id, the finish reasons. One pass over the top-level keys
+// of the body, read in place (it is not copied; what is kept is).
+func answer(out []attribute.KeyValue, endpoint string, body []byte) []attribute.KeyValue {
 	var reasons []string
-	switch endpoint {
-	case "messages":
-		if s := r.Get("stop_reason"); s.Type == gjson.String {
-			reasons = append(reasons, s.Str)
+	reason := func(v gjson.Result) {
+		if v.Type == gjson.String && len(reasons) < 16 {
+			reasons = append(reasons, strings.Clone(v.Str))
 		}
-	case "responses":
-		if s := r.Get("status"); s.Type == gjson.String {
-			reasons = append(reasons, s.Str)
-		}
-	default:
-		r.Get("choices.#.finish_reason").ForEach(func(_, v gjson.Result) bool {
-			if v.Type == gjson.String {
-				reasons = append(reasons, v.Str)
-			}
-			return len(reasons) < 16
-		})
 	}
+	gjson.Parse(unsafe.String(unsafe.SliceData(body), len(body))).ForEach(func(k, v gjson.Result) bool {
+		switch k.Str {
+		case "model":
+			if v.Type == gjson.String {
+				out = append(out, keyResponseModel.String(strings.Clone(v.Str)))
+			}
+		case "id":
+			if v.Type == gjson.String {
+				out = append(out, keyResponseID.String(strings.Clone(v.Str)))
+			}
+		case "stop_reason":
+			if endpoint == "messages" {
+				reason(v)
+			}
+		case "status":
+			if endpoint == "responses" {
+				reason(v)
+			}
+		case "choices":
+			v.ForEach(func(_, c gjson.Result) bool {
+				reason(c.Get("finish_reason"))
+				return true
+			})
+		}
+		return true
+	})
 	if len(reasons) > 0 {
 		out = append(out, keyFinish.StringSlice(reasons))
 	}

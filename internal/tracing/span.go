@@ -65,8 +65,8 @@ func (t *Tracer) StartRequest(r *http.Request, route, requestID string) (context
 	}
 	ctx := propagator.Extract(r.Context(), propagation.HeaderCarrier(r.Header))
 	ctx, s := t.t.Start(ctx, r.Method+" "+route, trace.WithSpanKind(trace.SpanKindServer),
-		trace.WithAttributes(attribute.String("http.request.method", r.Method), attribute.String("http.route", route),
-			attribute.String("url.path", route), keyRequestID.String(requestID)))
+		trace.WithAttributes(attribute.String("http.request.method", r.Method), attribute.String("url.path", route),
+			keyRequestID.String(requestID)))
 	return ctx, &Request{s: s, content: t.content}
 }
 
@@ -81,7 +81,7 @@ func (r *Request) End(status int) {
 	if r == nil {
 		return
 	}
-	r.s.SetAttributes(keyHTTPStatus.Int(status))
+	r.s.SetAttributes(keyHTTPStatus.Int(status)) // the span's one call after its start: attributes are deduplicated per call
 	if status >= 500 {
 		r.s.SetStatus(codes.Error, http.StatusText(status))
 	}
@@ -205,11 +205,19 @@ func (t *Tracer) StartAttempt(ctx context.Context, a AttemptInfo) (context.Conte
 		return ctx, nil
 	}
 	p := t.provider(a.Provider)
-	kv := []attribute.KeyValue{keyOperation.String(Operation(a.Endpoint)), keyProvider.String(p.system), keySystem.String(p.system),
-		keyRequestModel.String(a.Model), keyModel.String(a.GatewayModel), keyProvName.String(a.Provider), keyAttempt.Int(a.Retry),
-		attribute.Bool("gen_ai.request.stream", a.Stream)}
+	kv := make([]attribute.KeyValue, 0, 10)
+	kv = append(kv, keyOperation.String(Operation(a.Endpoint)), keyProvider.String(p.system),
+		keyRequestModel.String(a.Model), keyModel.String(a.GatewayModel), keyProvName.String(a.Provider))
+	// Only what differs from the usual case: every attribute is marshalled
+	// with every span.
 	if p.host != "" {
 		kv = append(kv, keyServerAddress.String(p.host))
+	}
+	if a.Retry > 0 {
+		kv = append(kv, keyAttempt.Int(a.Retry))
+	}
+	if a.Stream {
+		kv = append(kv, attribute.Bool("gen_ai.request.stream", true))
 	}
 	if a.Hedge {
 		kv = append(kv, keyHedge.Bool(true))
@@ -255,19 +263,28 @@ func (a *Attempt) Failed(status int, reason string) {
 }
 
 // Answer reads a unary answer's model, id, finish reasons and (with
-// content capture) its choices, plus its usage.
-func (a *Attempt) Answer(body []byte, input, output int64, known bool) {
+// content capture) its choices, plus its usage and the spend settled
+// (cost < 0: none), in one call.
+func (a *Attempt) Answer(body []byte, input, output int64, known bool, cost int64) {
 	if a == nil {
 		return
 	}
-	a.s.SetAttributes(keyHTTPStatus.Int(http.StatusOK))
-	a.s.SetAttributes(answer(a.endpoint, body)...)
+	kv := make([]attribute.KeyValue, 0, 8)
+	kv = append(kv, keyHTTPStatus.Int(http.StatusOK))
+	kv = answer(kv, a.endpoint, body)
 	if a.content {
 		if out := outputOf(body); out != "" {
-			a.s.SetAttributes(keyOutputMsgs.String(out))
+			kv = append(kv, keyOutputMsgs.String(out))
 		}
 	}
-	a.Usage(input, output, known)
+	if known {
+		kv = append(kv, keyInputTokens.Int64(input), keyOutputTokens.Int64(output))
+	}
+	if cost >= 0 {
+		kv = append(kv, keyCost.Int64(cost))
+		a.s.AddEvent("switchboard.spend.settled", trace.WithAttributes(keyCost.Int64(cost)))
+	}
+	a.s.SetAttributes(kv...)
 }
 
 // Usage sets the token counts the provider reported.

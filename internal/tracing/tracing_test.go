@@ -87,8 +87,7 @@ func TestRequestAndAttempts(t *testing.T) {
 			a1.End()
 			Event(ctx, "switchboard.retry", attribute.String("provider", "grq"))
 			_, a2 := tr.StartAttempt(ctx, AttemptInfo{Provider: "oa", Model: "gpt-4o", GatewayModel: "gpt", Endpoint: "chat/completions", Retry: 1})
-			a2.Answer([]byte(`{"id":"c1","model":"gpt-4o-2024","choices":[{"finish_reason":"stop","message":{"content":"hi"}}]}`), 12, 3, true)
-			a2.Settled(4200)
+			a2.Answer([]byte(`{"id":"c1","model":"gpt-4o-2024","choices":[{"finish_reason":"stop","message":{"content":"hi"}}]}`), 12, 3, true, 4200)
 			a2.End()
 			a2.End() // twice is once
 			rq.End(200)
@@ -132,7 +131,7 @@ func TestRequestAndAttempts(t *testing.T) {
 				t.Fatalf("upstream traceparent %q, want %q", h.Get("Traceparent"), want)
 			}
 			a := second.Attrs
-			if a["gen_ai.operation.name"] != "chat" || a["gen_ai.provider.name"] != "openai" || a["gen_ai.system"] != "openai" ||
+			if a["gen_ai.operation.name"] != "chat" || a["gen_ai.provider.name"] != "openai" ||
 				a["gen_ai.request.model"] != "gpt-4o" || a["gen_ai.response.model"] != "gpt-4o-2024" || a["gen_ai.usage.input_tokens"] != int64(12) ||
 				a["gen_ai.usage.output_tokens"] != int64(3) || a["switchboard.cost_nano_usd"] != int64(4200) || a["server.address"] != "api.openai.com" {
 				t.Fatalf("second attempt attrs %+v", a)
@@ -197,7 +196,7 @@ func TestCaptureContent(t *testing.T) {
 	ctx, rq := tr.StartRequest(httptest.NewRequest("POST", "/v1/chat/completions", nil), "/v1/chat/completions", "r")
 	tr.Input(ctx, []byte(`{"model":"m","messages":[{"role":"user","content":"secret plan"}]}`))
 	_, a := tr.StartAttempt(ctx, AttemptInfo{Provider: "oa", Model: "m", Endpoint: "chat/completions"})
-	a.Answer([]byte(`{"choices":[{"message":{"content":"the answer"}}]}`), 0, 0, false)
+	a.Answer([]byte(`{"choices":[{"message":{"content":"the answer"}}]}`), 0, 0, false, -1)
 	a.End()
 	rq.End(200)
 	flush(t, tr)
@@ -325,7 +324,7 @@ func TestNilTracer(t *testing.T) {
 	actx, a := tr.StartAttempt(ctx, AttemptInfo{Provider: "p"})
 	a.Admitted(1)
 	a.Failed(500, "x")
-	a.Answer([]byte(`{}`), 1, 1, true)
+	a.Answer([]byte(`{}`), 1, 1, true, 0)
 	a.End()
 	rq.End(200)
 	h := http.Header{}
