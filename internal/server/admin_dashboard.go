@@ -149,7 +149,7 @@ func (s *Server) handleAdminOverview(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"object": "overview", "timestamp": now.UnixMilli(), "since": since.UnixMilli(),
 		"usage_log": logOn, "tenants": tenants, "tenants_total": len(all), "tenants_truncated": len(all) > maxDashTenants,
 		"keys": keys, "keys_total": keysTotal, "keys_truncated": keysTotal > maxOverviewKeys, "usage_by_model": points,
-		"alerts": s.overviewAlerts(ctx)})
+		"alerts": s.overviewAlerts(ctx), "tag_keys": tagKeys(s.snap.Load().Config)})
 }
 
 // groupsBy sums f's rows by one dimension, keyed by its value.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"sync/atomic"
 
@@ -278,4 +279,28 @@ func (s *Server) DLQSize(ctx context.Context) (int64, error) {
 	}
 	st, err := s.queueing.Q.Stats(ctx)
 	return st.DLQ, err
+}
+
+// tagKeys are the tag keys the config names: the metric keys first (the
+// /admin page shows the first by default), then the keys of every
+// tenant's rules, sorted.
+func tagKeys(cfg *config.Config) []string {
+	var rest []string
+	add := func(r *config.TagRules) {
+		if r != nil {
+			rest = append(append(rest, r.Required...), r.Allowed...)
+		}
+	}
+	add(cfg.Tags.Default)
+	for _, r := range cfg.Tags.Tenants {
+		add(r)
+	}
+	slices.Sort(rest)
+	keys := slices.Clone(cfg.Tags.MetricKeys)
+	for _, k := range slices.Compact(rest) {
+		if !slices.Contains(keys, k) {
+			keys = append(keys, k)
+		}
+	}
+	return keys
 }

@@ -1,10 +1,14 @@
 package server
 
 import (
+	"context"
 	"strings"
 	"testing"
 
 	"github.com/tidwall/gjson"
+
+	"switchboard/internal/alerts"
+	"switchboard/internal/config"
 )
 
 const tagsYAML = `providers:
@@ -96,4 +100,25 @@ func grepLines(s, sub string) string {
 		}
 	}
 	return strings.Join(out, "\n")
+}
+
+// TestAdminPageTagsAndAlertsInChromium: /admin shows cost by the first
+// configured tag key and the latest alerts from the audit log.
+func TestAdminPageTagsAndAlertsInChromium(t *testing.T) {
+	bin := chromiumBin(t)
+	g, _, ul := usageGateway(t, tagsYAML)
+	for _, team := range []string{"search", "search", "ads"} {
+		if a := g.post("/v1/chat/completions", chatBody, "Authorization", "Bearer k-acme", "X-Switchboard-Tags", "team="+team); a.Status != 200 {
+			t.Fatalf("%d %s", a.Status, a.Body)
+		}
+	}
+	waitRows(t, ul, 3)
+	g.RecordAlert(context.Background(), alerts.Event{ID: "alert_1", Type: config.AlertBudget, Tenant: "acme", ThresholdPct: 80,
+		Message: "tenant acme has used 81.0% of its budget"}, true, 1, "")
+	dom := chromiumDOM(t, bin, g.URL+"/admin#token=k-admin")
+	for _, want := range []string{`data-tag-value="search"`, `data-tag-value="ads"`, "tenant:acme", "has used 81.0% of its budget", "budget.threshold"} {
+		if !strings.Contains(dom, want) {
+			t.Errorf("DOM lacks %s", want)
+		}
+	}
 }
