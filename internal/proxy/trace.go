@@ -22,7 +22,7 @@ func (p *Proxy) traceAttempt(ctx context.Context, c *Call, cand *route.Candidate
 	if p.Tracer == nil {
 		return ctx, nil
 	}
-	return p.Tracer.StartAttempt(ctx, tracing.AttemptInfo{Provider: cand.Provider, Model: cand.Model, GatewayModel: modelOf(c),
+	return p.Tracer.StartAttempt(ctx, tracing.AttemptInfo{Provider: cand.Provider, Model: cand.Model, GatewayModel: modelOf(c), RequestModel: c.ClientModel,
 		Endpoint: string(req.Endpoint), Stream: c.Stream, Retry: retry, Hedge: c.side != nil && c.side.hedge})
 }
 

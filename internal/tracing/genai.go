@@ -21,7 +21,6 @@ const (
 	keyProvider      = attribute.Key("gen_ai.provider.name")
 	keyRequestModel  = attribute.Key("gen_ai.request.model")
 	keyResponseModel = attribute.Key("gen_ai.response.model")
-	keyResponseID    = attribute.Key("gen_ai.response.id")
 	keyInputTokens   = attribute.Key("gen_ai.usage.input_tokens")
 	keyOutputTokens  = attribute.Key("gen_ai.usage.output_tokens")
 	keyFinish        = attribute.Key("gen_ai.response.finish_reasons")
@@ -65,6 +64,7 @@ var knownHosts = []struct{ suffix, name string }{
 type providerInfo struct {
 	system string // gen_ai.provider.name
 	host   string // server.address
+	known  bool   // a known API host named system
 }
 
 // describe is gen_ai.provider.name and server.address of a configured
@@ -83,7 +83,7 @@ func describe(p *config.Provider) providerInfo {
 		info.host = u.Hostname()
 		for _, k := range knownHosts {
 			if info.host == k.suffix || strings.HasSuffix(info.host, "."+k.suffix) {
-				info.system = k.name
+				info.system, info.known = k.name, true
 				break
 			}
 		}
@@ -92,7 +92,7 @@ func describe(p *config.Provider) providerInfo {
 }
 
 // answer adds a unary answer's GenAI attributes to out: the model that
-// answered, its id, the finish reasons. One pass over the top-level keys
+// answered and the finish reasons. One pass over the top-level keys
 // of the body, read in place (it is not copied; what is kept is).
 func answer(out []attribute.KeyValue, endpoint string, body []byte) []attribute.KeyValue {
 	var reasons []string
@@ -106,10 +106,6 @@ func answer(out []attribute.KeyValue, endpoint string, body []byte) []attribute.
 		case "model":
 			if v.Type == gjson.String {
 				out = append(out, keyResponseModel.String(strings.Clone(v.Str)))
-			}
-		case "id":
-			if v.Type == gjson.String {
-				out = append(out, keyResponseID.String(strings.Clone(v.Str)))
 			}
 		case "stop_reason":
 			if endpoint == "messages" {

@@ -113,8 +113,8 @@ func Caller(ctx context.Context, tenant, keyID, model, endpoint string, ts tags.
 	if !s.IsRecording() {
 		return
 	}
-	kv := make([]attribute.KeyValue, 0, 4+len(ts))
-	kv = append(kv, keyTenant.String(tenant), keyKeyID.String(keyID), keyRequestModel.String(model), keyOperation.String(Operation(endpoint)))
+	kv := make([]attribute.KeyValue, 0, 3+len(ts))
+	kv = append(kv, keyTenant.String(tenant), keyKeyID.String(keyID), keyRequestModel.String(model))
 	for _, tg := range ts {
 		kv = append(kv, attribute.String(tagPrefix+tg.Key, tg.Value))
 	}
@@ -177,8 +177,9 @@ func (t *Tracer) Job(ctx context.Context, traceparent, route, jobID string, enqu
 // AttemptInfo describes one provider attempt.
 type AttemptInfo struct {
 	// Provider is the provider's config name; Model the provider's model
-	// name (gen_ai.request.model); GatewayModel the gateway model served.
-	Provider, Model, GatewayModel string
+	// name (gen_ai.request.model); GatewayModel the gateway model served
+	// and RequestModel the one the client asked for.
+	Provider, Model, GatewayModel, RequestModel string
 	// Endpoint is the OpenAI endpoint (or "messages") sent.
 	Endpoint string
 	Stream   bool
@@ -196,6 +197,7 @@ type Attempt struct {
 	endpoint string
 	content  bool
 	ended    atomic.Bool
+	reserved int64 // admission's reservation, set before the answer
 }
 
 // StartAttempt starts an attempt's span under ctx's (the request's). The
@@ -205,13 +207,16 @@ func (t *Tracer) StartAttempt(ctx context.Context, a AttemptInfo) (context.Conte
 		return ctx, nil
 	}
 	p := t.provider(a.Provider)
-	kv := make([]attribute.KeyValue, 0, 10)
+	kv := make([]attribute.KeyValue, 0, 8)
 	kv = append(kv, keyOperation.String(Operation(a.Endpoint)), keyProvider.String(p.system),
-		keyRequestModel.String(a.Model), keyModel.String(a.GatewayModel), keyProvName.String(a.Provider))
-	// Only what differs from the usual case: every attribute is marshalled
-	// with every span.
-	if p.host != "" {
-		kv = append(kv, keyServerAddress.String(p.host))
+		keyRequestModel.String(a.Model), keyProvName.String(a.Provider))
+	// Only what differs from the usual case: every attribute is
+	// marshalled with every span, and export is most of tracing's cost.
+	if a.GatewayModel != a.RequestModel {
+		kv = append(kv, keyModel.String(a.GatewayModel)) // a cross-model fallback's
+	}
+	if p.host != "" && p.system == "openai" && !p.known {
+		kv = append(kv, keyServerAddress.String(p.host)) // which OpenAI-compatible server
 	}
 	if a.Retry > 0 {
 		kv = append(kv, keyAttempt.Int(a.Retry))
@@ -230,13 +235,14 @@ func (t *Tracer) StartAttempt(ctx context.Context, a AttemptInfo) (context.Conte
 	return ctx, &Attempt{s: s, endpoint: a.Endpoint, content: t.content}
 }
 
-// Admitted notes the admission decision that let the attempt go, with
-// what it reserved.
+// Admitted notes the admission decision that let the attempt go: what
+// it reserved (an attribute: on the usual path an event would cost as
+// much again to export; a refusal is an event).
 func (a *Attempt) Admitted(reservedNano int64) {
-	if a == nil {
+	if a == nil || reservedNano <= 0 {
 		return
 	}
-	a.s.AddEvent("switchboard.admission", trace.WithAttributes(attribute.String("decision", "admitted"), keyReserved.Int64(reservedNano)))
+	a.reserved = reservedNano
 }
 
 // Refused ends an attempt the gateway itself refused before sending.
@@ -281,8 +287,7 @@ func (a *Attempt) Answer(body []byte, input, output int64, known bool, cost int6
 		kv = append(kv, keyInputTokens.Int64(input), keyOutputTokens.Int64(output))
 	}
 	if cost >= 0 {
-		kv = append(kv, keyCost.Int64(cost))
-		a.s.AddEvent("switchboard.spend.settled", trace.WithAttributes(keyCost.Int64(cost)))
+		kv = append(kv, keyCost.Int64(cost)) // the spend settled
 	}
 	a.s.SetAttributes(kv...)
 }
@@ -319,14 +324,16 @@ func (a *Attempt) Settled(costNano int64) {
 	if a == nil {
 		return
 	}
-	a.s.AddEvent("switchboard.spend.settled", trace.WithAttributes(keyCost.Int64(costNano)))
 	a.s.SetAttributes(keyCost.Int64(costNano))
 }
 
-// End ends the span (once).
+// End ends the span (once), with what admission reserved.
 func (a *Attempt) End() {
 	if a == nil || a.ended.Swap(true) {
 		return
+	}
+	if a.reserved > 0 {
+		a.s.SetAttributes(keyReserved.Int64(a.reserved))
 	}
 	a.s.End()
 }
