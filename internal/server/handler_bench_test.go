@@ -96,12 +96,25 @@ store:
 	}
 	defer func() { _ = tr.Shutdown(context.Background()) }()
 	traced.SetTracer(tr)
+	// And with a tenth of the requests traced.
+	tenth := New(slog.New(slog.NewTextHandler(io.Discard, &slog.HandlerOptions{Level: slog.LevelWarn})), nil, &http.Client{Transport: rt})
+	tenth.Apply(cfg)
+	r10 := 0.1
+	tr10, err := tracing.New(config.Tracing{Enabled: &on, Endpoint: sink.URL, SampleRatio: &r10, QueueSize: 4096, BatchSize: 512,
+		BatchTimeout: config.Duration(time.Second), ExportTimeout: config.Duration(10 * time.Second)},
+		tracing.Options{Getenv: func(string) (string, bool) { return "", false }})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer func() { _ = tr10.Shutdown(context.Background()) }()
+	tenth.SetTracer(tr10)
 	target, _ := url.Parse("http://upstream.invalid")
 	rp := &httputil.ReverseProxy{Rewrite: func(pr *httputil.ProxyRequest) { pr.SetURL(target) }, FlushInterval: -1, Transport: rt}
 	for _, tc := range []struct {
 		name string
 		h    http.Handler
-	}{{"gateway", s.Handler()}, {"gateway-usage-log", logged.Handler()}, {"gateway-traced", traced.Handler()}, {"reverseproxy", rp}} {
+	}{{"gateway", s.Handler()}, {"gateway-usage-log", logged.Handler()}, {"gateway-traced", traced.Handler()},
+		{"gateway-traced-10pct", tenth.Handler()}, {"reverseproxy", rp}} {
 		b.Run(tc.name, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {

@@ -117,6 +117,10 @@ func (s *Server) traced(next http.Handler) http.Handler {
 			return
 		}
 		ctx, span := t.StartRequest(r, r.URL.Path, RequestID(r.Context()))
+		if !tracing.Recording(ctx) {
+			next.ServeHTTP(w, r.WithContext(ctx)) // sampled out: nothing to record
+			return
+		}
 		tw := &traceWriter{ResponseWriter: w}
 		defer func() {
 			if tw.status == 0 {

@@ -203,7 +203,9 @@ type Attempt struct {
 // StartAttempt starts an attempt's span under ctx's (the request's). The
 // returned context carries it: the upstream request's traceparent.
 func (t *Tracer) StartAttempt(ctx context.Context, a AttemptInfo) (context.Context, *Attempt) {
-	if t == nil || !trace.SpanFromContext(ctx).SpanContext().IsValid() {
+	if t == nil || !trace.SpanFromContext(ctx).IsRecording() {
+		// Not traced, or sampled out: no child span (the request's own
+		// span context, when there is one, still goes upstream).
 		return ctx, nil
 	}
 	p := t.provider(a.Provider)
