@@ -179,6 +179,11 @@ func TestThresholdsOnceAcrossReplicas(t *testing.T) {
 	if events[0].UsedPct != 55 || events[0].SettledUSD != "0.55" || events[0].ReservedUSD != "0" || events[0].BudgetUSD != "1" {
 		t.Fatalf("first event %+v", events[0])
 	}
+	// Each is recorded after its delivery returned, which may be just
+	// after the receiver had it.
+	for deadline := time.Now().Add(10 * time.Second); recorded.Load() < 4 && time.Now().Before(deadline); {
+		time.Sleep(5 * time.Millisecond)
+	}
 	if recorded.Load() != 4 {
 		t.Fatalf("recorded %d", recorded.Load())
 	}
