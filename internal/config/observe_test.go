@@ -40,9 +40,8 @@ func TestObserveConfig(t *testing.T) {
 		{"tracing batch over queue", "tracing: {queue_size: 10, batch_size: 11}\n", "tracing.batch_size", nil},
 		{"tags set", "tags: {metric_keys: [team], tenants: {acme: {allowed: [team, feature], required: [team]}}}\n", "",
 			func(t *testing.T, c *Config) {
-				p := c.Tags.TagPolicy()
-				if p.For("acme") == nil || p.For("other") != nil {
-					t.Errorf("policy %+v", p)
+				if r := c.Tags.Tenants["acme"]; r == nil || len(r.Required) != 1 || c.Tags.Default != nil || c.Tags.MetricKeys[0] != "team" {
+					t.Errorf("tags %+v", c.Tags)
 				}
 			}},
 		{"tags bad key", "tags: {tenants: {acme: {required: ['a b']}}}\n", "tags.tenants.acme.required", nil},

@@ -1,10 +1,6 @@
 package config
 
-import (
-	"slices"
-
-	"switchboard/internal/tags"
-)
+import "slices"
 
 // Tags configures request tags (see README, "Tags"): the header
 // X-Switchboard-Tags, optionally the body's metadata, and which keys each
@@ -41,6 +37,31 @@ type TagRules struct {
 // maxMetricKeys bounds tags.metric_keys (each is a label set).
 const maxMetricKeys = 5
 
+// A tag key's grammar lives here, where the tags: section is validated at
+// load; package tags reads the same grammar for the keys clients send.
+const (
+	// MaxTags is the most tags one request may carry.
+	MaxTags = 10
+	// MaxTagKey bounds a tag key's length in bytes.
+	MaxTagKey = 64
+)
+
+// ValidTagKey reports a key of 1..MaxTagKey letters, digits, '_', '.' or
+// '-': safe in SQL expressions built from it, CSV cells, logs and metric
+// labels.
+func ValidTagKey(k string) bool {
+	if k == "" || len(k) > MaxTagKey {
+		return false
+	}
+	for i := 0; i < len(k); i++ {
+		c := k[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '.' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
 func (l *loader) tagsDefaults(c *Config) {
 	setDefault(l, "tags.metric_values", &c.Tags.MetricValues, 100)
 }
@@ -71,29 +92,14 @@ func (l *loader) validateTags(c *Config) {
 }
 
 func (l *loader) tagKeys(path string, keys []string) {
-	if len(keys) > tags.MaxTags {
-		l.errAt(path, "at most %d keys (a request carries at most %d tags), got %d", tags.MaxTags, tags.MaxTags, len(keys))
+	if len(keys) > MaxTags {
+		l.errAt(path, "at most %d keys (a request carries at most %d tags), got %d", MaxTags, MaxTags, len(keys))
 	}
 	for i, k := range keys {
-		if !tags.ValidKey(k) {
-			l.errAt(path, "key %q is not a tag key: 1 to %d letters, digits, '_', '.' or '-'", k, tags.MaxKey)
+		if !ValidTagKey(k) {
+			l.errAt(path, "key %q is not a tag key: 1 to %d letters, digits, '_', '.' or '-'", k, MaxTagKey)
 		} else if slices.Contains(keys[:i], k) {
 			l.errAt(path, "key %q is listed twice", k)
 		}
 	}
-}
-
-// TagPolicy compiles the tenants' rules.
-func (t *Tags) TagPolicy() *tags.Policy {
-	rules := func(r *TagRules) *tags.Rules {
-		if r == nil {
-			return nil
-		}
-		return tags.NewRules(r.Allowed, r.Required)
-	}
-	p := &tags.Policy{Default: rules(t.Default), Tenants: make(map[string]*tags.Rules, len(t.Tenants))}
-	for n, r := range t.Tenants {
-		p.Tenants[n] = rules(r)
-	}
-	return p
 }

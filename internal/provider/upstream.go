@@ -7,15 +7,19 @@ import (
 	"strings"
 	"sync/atomic"
 
+	"go.opentelemetry.io/otel/propagation"
+
 	"switchboard/internal/config"
-	"switchboard/internal/tracing"
 )
 
 // Upstream is what every HTTP provider shares: the API root, the rotating
 // keys, the config's headers and the one shared client.
 type Upstream struct {
-	Name   string
+	Name string
+	// Base is the API root without a trailing slash and without the query
+	// base_url may carry (Azure's ?api-version=...), which is in query.
 	Base   string
+	query  string
 	Keys   []string
 	Header http.Header
 	Client *http.Client
@@ -26,7 +30,8 @@ type Upstream struct {
 
 // NewUpstream reads a provider's config; client is the shared client.
 func NewUpstream(c *config.Provider, client *http.Client) *Upstream {
-	u := &Upstream{Name: c.Name, Base: strings.TrimRight(c.BaseURL, "/"), Keys: c.Keys(),
+	base, query, _ := strings.Cut(c.BaseURL, "?")
+	u := &Upstream{Name: c.Name, Base: strings.TrimRight(base, "/"), query: query, Keys: c.Keys(),
 		Header: make(http.Header, len(c.Headers)), Client: client}
 	for k, v := range c.Headers {
 		u.Header.Set(k, v)
@@ -36,6 +41,37 @@ func NewUpstream(c *config.Provider, client *http.Client) *Upstream {
 		u.bearer[k] = []string{"Bearer " + k}
 	}
 	return u
+}
+
+// URL is the address of path (which may carry a query of its own, as
+// ":streamGenerateContent?alt=sse" does) under the API root: base_url's
+// path, then path, then base_url's query and path's joined. A base_url
+// with a query is thus joined as a path plus that query, not with the
+// endpoint inside the query.
+func (u *Upstream) URL(path string) string {
+	return JoinURL(u.Base, u.query, path)
+}
+
+// JoinURL joins base (no query, no trailing slash), its raw query and path
+// (without a leading slash, possibly with a query) as URL does.
+func JoinURL(base, query, path string) string {
+	p, pq, _ := strings.Cut(path, "?")
+	out := base
+	if p != "" {
+		if !strings.HasPrefix(p, "/") {
+			out += "/"
+		}
+		out += p
+	}
+	switch {
+	case query != "" && pq != "":
+		return out + "?" + query + "&" + pq
+	case query != "":
+		return out + "?" + query
+	case pq != "":
+		return out + "?" + pq
+	}
+	return out
 }
 
 // Bearer is the Authorization value for key k.
@@ -86,7 +122,10 @@ func (u *Upstream) NewRequest(ctx context.Context, url string, req *Request, bod
 	h.Del("Authorization")
 	h.Del("X-Api-Key")
 	h.Del("X-Goog-Api-Key")
-	tracing.Inject(ctx, h) // the attempt's span, when traced: the provider's spans join the trace
+	// The attempt's span, when traced (W3C trace context only, nothing
+	// without a span): the provider's spans join the trace. otel's
+	// propagator directly, not package tracing, keeps provider low.
+	propagation.TraceContext{}.Inject(ctx, propagation.HeaderCarrier(h))
 	h["Content-Type"] = JSONType
 	if req.Stream {
 		h["Accept"] = eventStreamType

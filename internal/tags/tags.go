@@ -15,14 +15,16 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"switchboard/internal/config"
 )
 
 // Bounds of a request's tags.
 const (
 	// MaxTags is the most tags one request may carry.
-	MaxTags = 10
+	MaxTags = config.MaxTags
 	// MaxKey and MaxValue bound a key's and a value's length in bytes.
-	MaxKey   = 64
+	MaxKey   = config.MaxTagKey
 	MaxValue = 128
 	// Header carries tags: "team=search,feature=autocomplete".
 	Header = "X-Switchboard-Tags"
@@ -42,19 +44,9 @@ type Error struct{ Param, Message string }
 
 func (e *Error) Error() string { return e.Param + ": " + e.Message }
 
-// ValidKey reports a key of 1..MaxKey letters, digits, '_', '.' or '-'.
-func ValidKey(k string) bool {
-	if k == "" || len(k) > MaxKey {
-		return false
-	}
-	for i := 0; i < len(k); i++ {
-		c := k[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '.' || c == '-') {
-			return false
-		}
-	}
-	return true
-}
+// ValidKey reports a key of 1..MaxKey letters, digits, '_', '.' or '-'
+// (the grammar the config's tags: section is checked with).
+func ValidKey(k string) bool { return config.ValidTagKey(k) }
 
 // ValidValue reports a value of 1..MaxValue printable ASCII characters
 // other than ',', '=', '"' and '\', without a leading or trailing space.
@@ -251,4 +243,19 @@ func (p *Policy) For(tenant string) *Rules {
 		return r
 	}
 	return p.Default
+}
+
+// Compile makes the policy of the tags: section.
+func Compile(t *config.Tags) *Policy {
+	rules := func(r *config.TagRules) *Rules {
+		if r == nil {
+			return nil
+		}
+		return NewRules(r.Allowed, r.Required)
+	}
+	p := &Policy{Default: rules(t.Default), Tenants: make(map[string]*Rules, len(t.Tenants))}
+	for n, r := range t.Tenants {
+		p.Tenants[n] = rules(r)
+	}
+	return p
 }

@@ -6,6 +6,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"switchboard/internal/config"
 )
 
 func TestParse(t *testing.T) {
@@ -82,11 +84,12 @@ func TestMerge(t *testing.T) {
 	}
 }
 
+// TestRules: the tags: section's rules, compiled (Compile), per tenant.
 func TestRules(t *testing.T) {
-	p := &Policy{Default: NewRules(nil, []string{"team"}), Tenants: map[string]*Rules{
-		"acme": NewRules([]string{"feature"}, []string{"team"}),
+	p := Compile(&config.Tags{Default: &config.TagRules{Required: []string{"team"}}, Tenants: map[string]*config.TagRules{
+		"acme": {Allowed: []string{"feature"}, Required: []string{"team"}},
 		"free": nil,
-	}}
+	}})
 	set := func(h string) Set { s, _ := Parse([]string{h}); return s }
 	tests := []struct {
 		tenant, header, err string

@@ -76,6 +76,12 @@ func describe(p *config.Provider) providerInfo {
 	switch p.Type {
 	case config.TypeGemini:
 		info.system = "gcp.gemini"
+	case config.TypeAzure: // any of Azure's hosts, a private endpoint too
+		info.system = "azure.ai.openai"
+	case config.TypeBedrock:
+		info.system = "aws.bedrock"
+	case config.TypeVertex:
+		info.system = "gcp.vertex_ai"
 	case config.TypeMock:
 		info.system = "switchboard.mock"
 	}

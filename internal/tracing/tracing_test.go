@@ -333,3 +333,27 @@ func TestNilTracer(t *testing.T) {
 		t.Fatal("nil tracer did something")
 	}
 }
+
+// gen_ai.provider.name and server.address: a known API host names the
+// provider; else its type does, the clouds' on any of their hosts.
+func TestDescribeProvider(t *testing.T) {
+	for _, tc := range []struct {
+		typ, base, system, host string
+	}{
+		{"openai", "https://api.openai.com/v1", "openai", "api.openai.com"},
+		{"openai", "http://10.0.0.7:8000/v1", "openai", "10.0.0.7"},
+		{"openai", "https://api.groq.com/openai/v1", "groq", "api.groq.com"},
+		{"gemini", "https://proxy.internal/v1beta", "gcp.gemini", "proxy.internal"},
+		{config.TypeAzure, "https://acme.cognitiveservices.azure.com/openai/v1", "azure.ai.openai", "acme.cognitiveservices.azure.com"},
+		{config.TypeAzure, "https://acme.openai.azure.com/openai/v1", "azure.ai.openai", "acme.openai.azure.com"},
+		{config.TypeBedrock, config.BedrockURL("eu-west-1"), "aws.bedrock", "bedrock-runtime.eu-west-1.amazonaws.com"},
+		{config.TypeBedrock, "https://vpce-1.bedrock.internal", "aws.bedrock", "vpce-1.bedrock.internal"},
+		{config.TypeVertex, config.VertexURL("us-central1"), "gcp.vertex_ai", "us-central1-aiplatform.googleapis.com"},
+		{config.TypeMock, "", "switchboard.mock", ""},
+	} {
+		got := describe(&config.Provider{Type: tc.typ, BaseURL: tc.base})
+		if got.system != tc.system || got.host != tc.host {
+			t.Errorf("%s %s: system %q host %q, want %q %q", tc.typ, tc.base, got.system, got.host, tc.system, tc.host)
+		}
+	}
+}

@@ -11,21 +11,45 @@ import (
 	"switchboard/internal/api/openai"
 )
 
-// messagesFields is what MessagesToChat does with each Messages field.
+// messagesFields is what FromMessages does with each Messages field.
 var messagesFields = map[string]fieldRule{
 	"model": mapped, "max_tokens": mapped, "messages": mapped, "system": mapped, "stop_sequences": mapped,
 	"temperature": mapped, "top_p": mapped, "top_k": mapped, "stream": mapped, "tools": mapped,
-	"tool_choice": mapped, "thinking": mapped, "metadata": mapped,
-	"service_tier": dropped,
+	"tool_choice": mapped, "thinking": mapped, "metadata": mapped, "output_config": mapped, "output_format": mapped,
+	// Hints: a processing tier, prompt caching, where or how fast to run,
+	// cache diagnostics, anthropic's own fallbacks and billing, and
+	// context editing (the target gets the whole context instead).
+	"service_tier": dropped, "cache_control": dropped, "context_management": dropped, "inference_geo": dropped,
+	"speed": dropped, "diagnostics": dropped, "fallbacks": dropped, "fallback_credit_token": dropped,
+	"billing_policy": dropped,
 }
 
-// MessagesToChat translates an Anthropic Messages request (POST
-// /v1/messages) into the internal form, an OpenAI chat request, for any
-// provider type. "stream" is kept; a streaming request also asks for
-// usage (stream_options.include_usage) so that the answer can be metered
-// and message_delta can carry it. A *FieldError refuses the request.
+// messagesRefusals are Messages fields whose answer needs anthropic itself.
+var messagesRefusals = map[string]refusal{
+	"container":   "a code-execution container exists only on anthropic providers",
+	"mcp_servers": "MCP servers are reached by anthropic's own API; other providers cannot call them",
+	"compaction":  "a compaction request needs anthropic's own summarizer",
+	"thread":      "a server-held conversation exists only at anthropic",
+}
+
+// MessagesToChat translates an Anthropic Messages request into the
+// internal form; it is FromMessages without the list of dropped hints.
 func MessagesToChat(body []byte) ([]byte, error) {
-	if err := checkFields(body, messagesFields, "the gateway's /v1/messages translation"); err != nil {
+	in, err := FromMessages(body)
+	if err != nil {
+		return nil, err
+	}
+	return in.Body, nil
+}
+
+// FromMessages translates an Anthropic Messages request (POST
+// /v1/messages) into the internal form, an OpenAI chat request, for a
+// provider that is not anthropic (an anthropic provider takes the
+// client's body as is). A *FieldError refuses the request; the answer
+// comes back through ChatToMessages or a MessagesStream.
+func FromMessages(body []byte) (*Inbound, error) {
+	var d drops
+	if err := classify(body, messagesFields, messagesRefusals, "the gateway's /v1/messages translation", &d); err != nil {
 		return nil, err
 	}
 	var in anthropic.Request
@@ -46,20 +70,18 @@ func MessagesToChat(body []byte) ([]byte, error) {
 	if in.Metadata != nil {
 		out.User = in.Metadata.UserID
 	}
-	if th := in.Thinking; th != nil && th.Type == "enabled" {
-		switch {
-		case th.BudgetTokens < 4096:
-			out.ReasoningEffort = "low"
-		case th.BudgetTokens < 16384:
-			out.ReasoningEffort = "medium"
-		default:
-			out.ReasoningEffort = "high"
-		}
-	}
-	if err := chatTools(&in, &out); err != nil {
+	effort, err := messagesEffort(&in, &d)
+	if err != nil {
 		return nil, err
 	}
-	sys, err := systemText(in.System)
+	out.ReasoningEffort = effort
+	if err := messagesFormat(&in, &out); err != nil {
+		return nil, err
+	}
+	if err := chatTools(&in, &out, &d); err != nil {
+		return nil, err
+	}
+	sys, err := systemText(in.System, "system", &d)
 	if err != nil {
 		return nil, err
 	}
@@ -67,7 +89,9 @@ func MessagesToChat(body []byte) ([]byte, error) {
 		out.Messages = append(out.Messages, openai.Message{Role: "system", Content: marshal(sys)})
 	}
 	for i, m := range in.Messages {
-		msgs, err := chatMessages(m, fmt.Sprintf("messages[%d]", i))
+		f := fmt.Sprintf("messages[%d]", i)
+		d.addRaw(f+".output_config", m.OutputConfig) // a per-turn effort: the request's applies
+		msgs, err := chatMessages(m, f, &d)
 		if err != nil {
 			return nil, err
 		}
@@ -76,20 +100,104 @@ func MessagesToChat(body []byte) ([]byte, error) {
 	if len(out.Messages) == 0 {
 		return nil, fieldErr("messages", "required")
 	}
-	return marshal(out), nil
+	return &Inbound{Body: marshal(out), Model: in.Model, Stream: in.Stream, Dropped: d.list}, nil
 }
 
-func chatTools(in *anthropic.Request, out *openai.ChatRequest) error {
+// messagesEffort maps thinking and output_config.effort to
+// reasoning_effort. An explicit effort wins over a thinking budget;
+// adaptive thinking leaves the amount to the model (and the effort).
+func messagesEffort(in *anthropic.Request, d *drops) (string, error) {
+	effort, disabled := "", false
+	if th := in.Thinking; th != nil {
+		switch th.Type {
+		case "enabled":
+			switch {
+			case th.BudgetTokens < 4096:
+				effort = "low"
+			case th.BudgetTokens < 16384:
+				effort = "medium"
+			default:
+				effort = "high"
+			}
+		case "adaptive":
+		case "disabled":
+			disabled = true
+		default:
+			return "", fieldErr("thinking.type", "unknown value %q", th.Type)
+		}
+		if th.Display != "" {
+			d.add("thinking.display") // whether thinking text is shown: presentation only
+		}
+	}
+	oc := in.OutputConfig
+	if oc == nil || oc.Effort == "" {
+		return effort, nil
+	}
+	switch oc.Effort {
+	case "low", "medium", "high", "xhigh":
+		effort = oc.Effort
+	case "max":
+		effort = "xhigh" // the highest the internal form names
+	default:
+		return "", fieldErr("output_config.effort", "unknown value %q", oc.Effort)
+	}
+	if disabled {
+		// Without thinking the effort only tunes how terse the answer
+		// is; as reasoning_effort it would turn reasoning on.
+		d.add("output_config.effort")
+		return "", nil
+	}
+	return effort, nil
+}
+
+// messagesFormat maps a structured output format to response_format.
+func messagesFormat(in *anthropic.Request, out *openai.ChatRequest) error {
+	f, field := in.OutputFormat, "output_format"
+	if in.OutputConfig != nil && in.OutputConfig.Format != nil {
+		f, field = in.OutputConfig.Format, "output_config.format"
+	}
+	if f == nil {
+		return nil
+	}
+	if f.Type != "json_schema" {
+		return fieldErr(field+".type", `must be "json_schema"`)
+	}
+	if !present(f.Schema) {
+		return fieldErr(field+".schema", "required")
+	}
+	out.ResponseFormat = &openai.ResponseFormat{Type: "json_schema",
+		JSONSchema: &openai.JSONSchema{Name: "output", Schema: f.Schema, Strict: ptr(true)}}
+	return nil
+}
+
+func chatTools(in *anthropic.Request, out *openai.ChatRequest, d *drops) error {
 	for i, t := range in.Tools {
-		if t.Type != "" && t.Type != "custom" {
-			return fieldErr(fmt.Sprintf("tools[%d].type", i), "server tool %q cannot be served by every provider", t.Type)
+		f := fmt.Sprintf("tools[%d]", i)
+		switch {
+		case t.Type == "" || t.Type == "custom":
+		case strings.HasPrefix(t.Type, "tool_search_tool_"):
+			// Deferred tools are all sent up front: nothing is left to
+			// search for.
+			d.add(f)
+			continue
+		default:
+			return fieldErr(f+".type", "server tool %q runs only on anthropic providers", t.Type)
+		}
+		d.addRaw(f+".cache_control", t.CacheControl)
+		if t.DeferLoading != nil {
+			d.add(f + ".defer_loading")
+		}
+		d.addRaw(f+".input_examples", t.InputExamples)
+		d.addRaw(f+".allowed_callers", t.AllowedCallers)
+		if t.EagerInputStreaming != nil {
+			d.add(f + ".eager_input_streaming")
 		}
 		schema := t.InputSchema
-		if len(bytes.TrimSpace(schema)) == 0 {
+		if !present(schema) {
 			schema = json.RawMessage(`{"type":"object","properties":{}}`)
 		}
 		out.Tools = append(out.Tools, openai.Tool{Type: "function",
-			Function: &openai.Function{Name: t.Name, Description: t.Description, Parameters: schema}})
+			Function: &openai.Function{Name: t.Name, Description: t.Description, Parameters: schema, Strict: t.Strict}})
 	}
 	tc := in.ToolChoice
 	if tc == nil {
@@ -115,29 +223,27 @@ func chatTools(in *anthropic.Request, out *openai.ChatRequest) error {
 	return nil
 }
 
-// systemText joins the system prompt's text blocks.
-func systemText(raw json.RawMessage) (string, error) {
-	raw = bytes.TrimSpace(raw)
-	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
+// systemText joins a system prompt's text blocks (a string or an array
+// of blocks) with a blank line.
+func systemText(raw json.RawMessage, field string, d *drops) (string, error) {
+	if !present(raw) {
 		return "", nil
 	}
-	if raw[0] == '"' {
-		var s string
-		err := json.Unmarshal(raw, &s)
-		if err != nil {
-			return "", fieldErr("system", "invalid string")
-		}
-		return s, nil
+	blocks, err := blocksOf(raw, field)
+	if err != nil {
+		return "", fieldErr(field, "must be a string or an array of text blocks")
 	}
-	var blocks []anthropic.Block
-	if err := json.Unmarshal(raw, &blocks); err != nil {
-		return "", fieldErr("system", "must be a string or an array of text blocks")
-	}
+	return joinText(blocks, field, d)
+}
+
+func joinText(blocks []anthropic.Block, field string, d *drops) (string, error) {
 	texts := make([]string, 0, len(blocks))
 	for i, b := range blocks {
+		f := fmt.Sprintf("%s[%d]", field, i)
 		if b.Type != "text" {
-			return "", fieldErr(fmt.Sprintf("system[%d].type", i), "only text blocks are allowed")
+			return "", fieldErr(f+".type", "only text blocks are allowed")
 		}
+		d.addRaw(f+".cache_control", b.CacheControl)
 		texts = append(texts, b.Text)
 	}
 	return strings.Join(texts, "\n\n"), nil
@@ -153,40 +259,72 @@ func blocksOf(raw json.RawMessage, field string) ([]anthropic.Block, error) {
 		return []anthropic.Block{{Type: "text", Text: s}}, nil
 	}
 	var blocks []anthropic.Block
-	if err := json.Unmarshal(raw, &blocks); err != nil {
+	if err := json.Unmarshal(raw, &blocks); err == nil {
+		return blocks, nil
+	}
+	// Name the block that failed: often one whose fields differ from
+	// the blocks known here (search_result's source is a string).
+	var items []json.RawMessage
+	if err := json.Unmarshal(raw, &items); err != nil {
 		return nil, fieldErr(field, "must be a string or an array of content blocks")
 	}
-	return blocks, nil
+	for i, it := range items {
+		var b anthropic.Block
+		if json.Unmarshal(it, &b) == nil {
+			continue
+		}
+		var t struct {
+			Type string `json:"type"`
+		}
+		_ = json.Unmarshal(it, &t)
+		return nil, fieldErr(fmt.Sprintf("%s[%d]", field, i), "block type %q cannot be translated", t.Type)
+	}
+	return nil, fieldErr(field, "must be a string or an array of content blocks")
 }
 
 // chatMessages maps one Anthropic turn. A user turn's tool_result blocks
 // become tool messages placed first, since they answer the preceding
-// assistant turn; the rest of the turn follows as a user message.
-func chatMessages(m anthropic.Message, field string) ([]openai.Message, error) {
+// assistant turn; the rest of the turn follows as a user message, led by
+// any images the tool results held (OpenAI tool messages carry text
+// only). A system turn (a per-turn instruction) stays a system message in
+// its place.
+func chatMessages(m anthropic.Message, field string, d *drops) ([]openai.Message, error) {
 	blocks, err := blocksOf(m.Content, field+".content")
 	if err != nil {
 		return nil, err
 	}
 	switch m.Role {
+	case "system":
+		text, err := joinText(blocks, field+".content", d)
+		if err != nil {
+			return nil, err
+		}
+		return []openai.Message{{Role: "system", Content: marshal(text)}}, nil
 	case "user":
 		var tools []openai.Message
-		var parts []openai.ContentPart
+		var moved, parts []openai.ContentPart
 		for j, b := range blocks {
 			f := fmt.Sprintf("%s.content[%d]", field, j)
+			d.addRaw(f+".cache_control", b.CacheControl)
 			if b.Type == "tool_result" {
-				text, err := toolResultText(b, f)
+				text, media, err := toolResult(b, f, d)
 				if err != nil {
 					return nil, err
 				}
 				tools = append(tools, openai.Message{Role: "tool", ToolCallID: b.ToolUseID, Content: marshal(text)})
+				if len(media) > 0 {
+					moved = append(moved, openai.ContentPart{Type: "text", Text: "Attached to the result of tool call " + b.ToolUseID + ":"})
+					moved = append(moved, media...)
+				}
 				continue
 			}
-			p, err := chatPart(b, f)
+			p, err := chatPart(b, f, d)
 			if err != nil {
 				return nil, err
 			}
 			parts = append(parts, p)
 		}
+		parts = append(moved, parts...)
 		if len(parts) == 0 {
 			return tools, nil
 		}
@@ -200,12 +338,15 @@ func chatMessages(m anthropic.Message, field string) ([]openai.Message, error) {
 		var text strings.Builder
 		for j, b := range blocks {
 			f := fmt.Sprintf("%s.content[%d]", field, j)
+			d.addRaw(f+".cache_control", b.CacheControl)
 			switch b.Type {
 			case "text":
+				d.addRaw(f+".citations", b.Citations)
 				text.WriteString(b.Text)
 			case "thinking", "redacted_thinking":
 				// Signed for Anthropic only, and some OpenAI-compatible
-				// servers refuse reasoning in input messages: dropped.
+				// servers refuse reasoning in input messages.
+				d.add(f)
 			case "tool_use":
 				msg.ToolCalls = append(msg.ToolCalls, openai.ToolCall{ID: b.ID, Type: "function",
 					Function: openai.FunctionCall{Name: b.Name, Arguments: compactJSON(b.Input)}})
@@ -218,12 +359,13 @@ func chatMessages(m anthropic.Message, field string) ([]openai.Message, error) {
 		}
 		return []openai.Message{msg}, nil
 	}
-	return nil, fieldErr(field+".role", `must be "user" or "assistant"`)
+	return nil, fieldErr(field+".role", `must be "user", "assistant" or "system"`)
 }
 
-func chatPart(b anthropic.Block, field string) (openai.ContentPart, error) {
+func chatPart(b anthropic.Block, field string, d *drops) (openai.ContentPart, error) {
 	switch b.Type {
 	case "text":
+		d.addRaw(field+".citations", b.Citations)
 		return openai.ContentPart{Type: "text", Text: b.Text}, nil
 	case "image":
 		if b.Source == nil {
@@ -235,52 +377,91 @@ func chatPart(b anthropic.Block, field string) (openai.ContentPart, error) {
 		case "url":
 			return openai.ContentPart{Type: "image_url", ImageURL: &openai.ImageURL{URL: b.Source.URL}}, nil
 		}
-		return openai.ContentPart{}, fieldErr(field+".source.type", "image source %q cannot be translated", b.Source.Type)
+		return openai.ContentPart{}, fieldErr(field+".source.type", "image source %q cannot be translated (file ids exist only at anthropic)", b.Source.Type)
 	case "document":
-		if b.Source != nil {
-			switch b.Source.Type {
-			case "base64":
-				name := b.Title
-				if name == "" {
-					name = "document.pdf"
-				}
-				return openai.ContentPart{Type: "file", File: &openai.File{
-					FileData: "data:" + b.Source.MediaType + ";base64," + b.Source.Data, Filename: name}}, nil
-			case "text":
-				return openai.ContentPart{Type: "text", Text: b.Source.Data}, nil
-			}
-		}
-		return openai.ContentPart{}, fieldErr(field+".source", "only base64 and text documents can be translated")
+		return chatDocument(b, field, d)
 	}
 	return openai.ContentPart{}, fieldErr(field+".type", "user block type %q cannot be translated", b.Type)
 }
 
-// toolResultText flattens a tool_result to the text an OpenAI tool
-// message holds. is_error has no OpenAI field: it is kept as a leading
-// "Error: " so the model still sees that the call failed.
-func toolResultText(b anthropic.Block, field string) (string, error) {
-	var text string
-	if c := bytes.TrimSpace(b.Content); len(c) > 0 && !bytes.Equal(c, []byte("null")) {
+func chatDocument(b anthropic.Block, field string, d *drops) (openai.ContentPart, error) {
+	d.addRaw(field+".citations", b.Citations) // the answer comes without citations
+	if b.Context != "" {
+		d.add(field + ".context")
+	}
+	if b.Source == nil {
+		return openai.ContentPart{}, fieldErr(field+".source", "required")
+	}
+	switch b.Source.Type {
+	case "base64":
+		name := b.Title
+		if name == "" {
+			name = "document.pdf"
+		}
+		return openai.ContentPart{Type: "file", File: &openai.File{
+			FileData: "data:" + b.Source.MediaType + ";base64," + b.Source.Data, Filename: name}}, nil
+	case "text", "content":
+		if b.Title != "" {
+			d.add(field + ".title")
+		}
+		if b.Source.Type == "text" {
+			return openai.ContentPart{Type: "text", Text: b.Source.Data}, nil
+		}
+		blocks, err := blocksOf(b.Source.Content, field+".source.content")
+		if err != nil {
+			return openai.ContentPart{}, err
+		}
+		text, err := joinText(blocks, field+".source.content", d)
+		if err != nil {
+			return openai.ContentPart{}, err
+		}
+		return openai.ContentPart{Type: "text", Text: text}, nil
+	}
+	return openai.ContentPart{}, fieldErr(field+".source.type", "document source %q cannot be translated; send base64, text or content", b.Source.Type)
+}
+
+// toolResult flattens a tool_result to the text an OpenAI tool message
+// holds; images and PDF documents come back as media for the user
+// message that follows. is_error has no OpenAI field: it is kept as a
+// leading "Error: " so the model still sees that the call failed. A
+// tool_reference (a deferred tool a tool search loaded; every tool is
+// sent up front here) becomes a line naming the tool.
+func toolResult(b anthropic.Block, field string, d *drops) (string, []openai.ContentPart, error) {
+	var text []string
+	var media []openai.ContentPart
+	if c := b.Content; present(c) {
 		blocks, err := blocksOf(c, field+".content")
 		if err != nil {
-			return "", err
+			return "", nil, err
 		}
-		var sb strings.Builder
 		for k, cb := range blocks {
-			if cb.Type != "text" {
-				return "", fieldErr(fmt.Sprintf("%s.content[%d].type", field, k), "tool results can carry text only through OpenAI-compatible providers")
+			f := fmt.Sprintf("%s.content[%d]", field, k)
+			d.addRaw(f+".cache_control", cb.CacheControl)
+			switch cb.Type {
+			case "text":
+				text = append(text, cb.Text)
+			case "image", "document":
+				p, err := chatPart(cb, f, d)
+				if err != nil {
+					return "", nil, err
+				}
+				if p.Type == "text" {
+					text = append(text, p.Text)
+				} else {
+					media = append(media, p)
+				}
+			case "tool_reference":
+				text = append(text, "Loaded tool: "+cb.ToolName)
+			default:
+				return "", nil, fieldErr(f+".type", "tool result block type %q cannot be translated", cb.Type)
 			}
-			if k > 0 {
-				sb.WriteString("\n")
-			}
-			sb.WriteString(cb.Text)
 		}
-		text = sb.String()
 	}
+	s := strings.Join(text, "\n")
 	if b.IsError {
-		text = "Error: " + text
+		s = "Error: " + s
 	}
-	return text, nil
+	return s, media, nil
 }
 
 // stopReason maps finish_reason to stop_reason.
@@ -418,22 +599,9 @@ func (s *MessagesStream) delta(out []Event, index int, d any) []Event {
 // the same as Finish. A chunk carrying an error object becomes an
 // Anthropic error event and ends the stream.
 func (s *MessagesStream) Chunk(data []byte) ([]Event, error) {
-	if s.finished {
-		return nil, nil
-	}
-	if bytes.Equal(bytes.TrimSpace(data), []byte("[DONE]")) {
-		return s.Finish(), nil
-	}
-	var c openai.ChatCompletionChunk
-	if err := json.Unmarshal(data, &c); err != nil {
-		return nil, &ProtocolError{Msg: "stream chunk is not JSON"}
-	}
-	if len(c.Error) > 0 && !bytes.Equal(c.Error, []byte("null")) {
-		s.finished = true
-		var e openai.ErrorBody
-		_ = json.Unmarshal(c.Error, &e)
-		body := anthropic.ErrorResponse{Type: "error", Error: anthropic.ErrorBody{Type: anthropicTypeOf(e.Type), Message: e.Message}}
-		return []Event{s.ev(anthropic.EventError, body)}, nil
+	c, evs, ok, err := nextChunk(s, s.finished, data)
+	if !ok {
+		return evs, err
 	}
 	out := s.start(nil, c.ID)
 	if c.Usage != nil {
@@ -497,6 +665,16 @@ func (s *MessagesStream) Finish() []Event {
 	return append(out, s.ev(anthropic.EventMessageStop, anthropic.TypeOnly{Type: anthropic.EventMessageStop}))
 }
 
+// Fail implements ClientStream: Anthropic ends a failed stream with an
+// error event.
+func (s *MessagesStream) Fail(status int, body []byte) []Event {
+	if s.finished {
+		return nil
+	}
+	s.finished = true
+	return []Event{{Name: anthropic.EventError, Data: ErrorToAnthropic(status, body)}}
+}
+
 func strOr(p *string) string {
 	if p == nil {
 		return ""
@@ -504,16 +682,9 @@ func strOr(p *string) string {
 	return *p
 }
 
-// anthropicTypeOf maps an OpenAI error type to Anthropic's.
-func anthropicTypeOf(t string) string {
-	switch t {
-	case "invalid_request_error", "authentication_error", "permission_error", "not_found_error",
-		"rate_limit_error", "overloaded_error", "api_error", "request_too_large":
-		return t
-	case "rate_limit_exceeded", "insufficient_quota":
-		return "rate_limit_error"
-	}
-	return "api_error"
+// MessagesTokenCount is a /v1/messages/count_tokens answer.
+func MessagesTokenCount(n int64) []byte {
+	return marshal(anthropic.CountTokensResponse{InputTokens: n})
 }
 
 // ErrorToAnthropic rewrites an error answer (normally OpenAI-shaped) into

@@ -34,24 +34,32 @@ var update = flag.Bool("update", false, "rewrite golden files")
 
 const testCreated = 1700000000
 
-// pair runs one protocol pair's cases.
+// pair runs one protocol pair's cases. req returns the translated body
+// and the paths of the hints it dropped; a req golden holds the body, or
+// {"body":...,"dropped":[...]} when something was dropped.
 type pair struct {
-	req    func(in []byte) ([]byte, error)
+	req    func(c string, in []byte) ([]byte, []string, error)
 	resp   func(req, in []byte) ([]byte, Usage, error)
 	stream func(req, in []byte) ([]byte, error)
 	err    func(status int, body []byte) []byte
+	// defaultReq and defaultStreamReq replace the chat requests that
+	// resp_ and stream_ cases without a .req.json use.
+	defaultReq, defaultStreamReq []byte
+	// refusal is a refused request's body in the client's protocol
+	// (OpenAI's when nil).
+	refusal func(*FieldError) []byte
 }
 
 var defaultStreamReq = []byte(`{"model":"test-model","messages":[{"role":"user","content":"hi"}],"stream":true}`)
 
 var pairs = map[string]pair{
 	"openai_anthropic": {
-		req: func(in []byte) ([]byte, error) {
+		req: func(_ string, in []byte) ([]byte, []string, error) {
 			t, err := NewOpenAIAnthropic(in)
 			if err != nil {
-				return nil, err
+				return nil, nil, err
 			}
-			return t.Body(), nil
+			return t.Body(), t.Dropped(), nil
 		},
 		resp: func(req, in []byte) ([]byte, Usage, error) {
 			return mustAnthropic(req).Response(in)
@@ -62,12 +70,12 @@ var pairs = map[string]pair{
 		err: AnthropicErrorToOpenAI,
 	},
 	"openai_gemini": {
-		req: func(in []byte) ([]byte, error) {
+		req: func(_ string, in []byte) ([]byte, []string, error) {
 			t, err := NewOpenAIGemini(in)
 			if err != nil {
-				return nil, err
+				return nil, nil, err
 			}
-			return t.Body(), nil
+			return t.Body(), t.Dropped(), nil
 		},
 		resp: func(req, in []byte) ([]byte, Usage, error) {
 			return mustGemini(req).Response(in)
@@ -77,14 +85,99 @@ var pairs = map[string]pair{
 		},
 		err: GeminiErrorToOpenAI,
 	},
+	"openai_converse": {
+		req: func(_ string, in []byte) ([]byte, []string, error) {
+			t, err := NewOpenAIConverse(in)
+			if err != nil {
+				return nil, nil, err
+			}
+			return t.Body(), t.Dropped(), nil
+		},
+		resp: func(req, in []byte) ([]byte, Usage, error) {
+			return mustConverse(req).Response(in)
+		},
+		stream: func(req, in []byte) ([]byte, error) {
+			return readAll(NewReader(io.NopCloser(bytes.NewReader(in)), mustConverse(req).Stream()))
+		},
+		err: func(status int, body []byte) []byte {
+			typ := BedrockErrorType("", body)
+			return BedrockErrorToOpenAI(BedrockErrorStatus(typ, status), typ, body)
+		},
+	},
 	"anthropic_openai": {
-		req: MessagesToChat,
+		req: func(_ string, in []byte) ([]byte, []string, error) {
+			return inbound(FromMessages(in))
+		},
 		resp: func(req, in []byte) ([]byte, Usage, error) {
 			return ChatToMessages(in, "claude-client-model")
 		},
-		stream: messagesStreamSSE,
-		err:    ErrorToAnthropic,
+		stream: func(_, in []byte) ([]byte, error) {
+			return clientStreamSSE(NewMessagesStream("claude-client-model"), in), nil
+		},
+		err:     ErrorToAnthropic,
+		refusal: (*FieldError).AnthropicBody,
 	},
+	"gemini_openai": {
+		req: func(c string, in []byte) ([]byte, []string, error) {
+			// A case named for a stream is a streamGenerateContent call.
+			g, err := FromGemini(in, "gemini-client-model", strings.Contains(c, "stream"))
+			if err != nil {
+				return nil, nil, err
+			}
+			return g.Body, g.Dropped, nil
+		},
+		resp: func(req, in []byte) ([]byte, Usage, error) {
+			return mustFromGemini(req).Answer(in, "")
+		},
+		stream: func(req, in []byte) ([]byte, error) {
+			return clientStreamSSE(mustFromGemini(req).Stream(""), in), nil
+		},
+		err:              ErrorToGemini,
+		refusal:          (*FieldError).GeminiBody,
+		defaultReq:       []byte(`{"contents":[{"role":"user","parts":[{"text":"hi"}]}]}`),
+		defaultStreamReq: []byte(`{"contents":[{"role":"user","parts":[{"text":"hi"}]}]}`),
+	},
+	"responses_openai": {
+		req: func(_ string, in []byte) ([]byte, []string, error) {
+			r, err := FromResponses(in)
+			if err != nil {
+				return nil, nil, err
+			}
+			return r.Body, r.Dropped, nil
+		},
+		resp: func(req, in []byte) ([]byte, Usage, error) {
+			return mustFromResponses(req).Answer(in, "")
+		},
+		stream: func(req, in []byte) ([]byte, error) {
+			return clientStreamSSE(mustFromResponses(req).Stream(""), in), nil
+		},
+		defaultReq:       []byte(`{"model":"gpt-client-model","input":"hi"}`),
+		defaultStreamReq: []byte(`{"model":"gpt-client-model","input":"hi","stream":true}`),
+	},
+}
+
+func mustFromResponses(req []byte) *ResponsesInbound {
+	r, err := FromResponses(req)
+	if err != nil {
+		panic(err)
+	}
+	r.Created = testCreated
+	return r
+}
+
+func mustFromGemini(req []byte) *GeminiInbound {
+	g, err := FromGemini(req, "gemini-client-model", true)
+	if err != nil {
+		panic(err)
+	}
+	return g
+}
+
+func inbound(in *Inbound, err error) ([]byte, []string, error) {
+	if err != nil {
+		return nil, nil, err
+	}
+	return in.Body, in.Dropped, nil
 }
 
 func mustAnthropic(req []byte) *OpenAIAnthropic {
@@ -93,6 +186,15 @@ func mustAnthropic(req []byte) *OpenAIAnthropic {
 		panic(err)
 	}
 	t.Created = testCreated
+	return t
+}
+
+func mustConverse(req []byte) *OpenAIConverse {
+	t, err := NewOpenAIConverse(req)
+	if err != nil {
+		panic(err)
+	}
+	t.Created, t.ID = testCreated, "chatcmpl-test"
 	return t
 }
 
@@ -117,40 +219,47 @@ func readAll(r *Reader) ([]byte, error) {
 	return out, nil
 }
 
-// messagesStreamSSE runs an OpenAI stream through MessagesStream the way
-// the /v1/messages handler does, writing Anthropic's SSE.
-func messagesStreamSSE(_ []byte, in []byte) ([]byte, error) {
+// clientStreamSSE runs an internal chunk stream through a ClientStream
+// the way a handler does, writing the client's events as SSE; a read
+// that ends without [DONE] (a cut) ends the stream with Fail.
+func clientStreamSSE(s ClientStream, in []byte) []byte {
 	var buf bytes.Buffer
 	w := sse.NewWriter(&buf)
-	s := NewMessagesStream("claude-client-model")
+	write := func(evs []Event) {
+		for _, e := range evs {
+			_ = w.Event(e.Name, e.Data)
+		}
+	}
 	r := sse.NewReader(bytes.NewReader(in))
-	for {
+	done := false
+	for !done {
 		ev, err := r.Next()
 		if err != nil {
+			write(s.Fail(502, []byte(`{"error":{"message":"upstream stream cut","type":"server_error"}}`)))
 			break
 		}
+		done = ev.Done()
 		evs, err := s.Chunk(ev.Data)
 		if err != nil {
 			fmt.Fprintf(&buf, ": error %v\n", err)
 			break
 		}
-		for _, e := range evs {
-			_ = w.Event(e.Name, e.Data)
-		}
+		write(evs)
 	}
-	for _, e := range s.Finish() {
-		_ = w.Event(e.Name, e.Data)
-	}
+	write(s.Finish())
 	u, _ := json.Marshal(s.Usage())
 	fmt.Fprintf(&buf, ": usage %s\n", u)
-	return buf.Bytes(), nil
+	return buf.Bytes()
 }
 
 // refusalJSON is the golden form of a refused request or failed answer.
-func refusalJSON(err error) []byte {
+func refusalJSON(err error, body func(*FieldError) []byte) []byte {
 	var fe *FieldError
 	if errors.As(err, &fe) {
-		return fmt.Appendf(nil, `{"status":%d,"body":%s}`, fe.Status(), fe.OpenAIBody())
+		if body == nil {
+			body = (*FieldError).OpenAIBody
+		}
+		return fmt.Appendf(nil, `{"status":%d,"body":%s}`, fe.Status(), body(fe))
 	}
 	var ue *UpstreamError
 	if errors.As(err, &ue) {
@@ -212,19 +321,26 @@ func TestGolden(t *testing.T) {
 func runCase(t *testing.T, p pair, dir, c string, in []byte) []byte {
 	switch {
 	case strings.HasPrefix(c, "req_"):
-		out, err := p.req(in)
+		out, dropped, err := p.req(c, in)
 		if err != nil {
-			return refusalJSON(err)
+			return refusalJSON(err, p.refusal)
+		}
+		if len(dropped) > 0 {
+			d, _ := json.Marshal(dropped)
+			return fmt.Appendf(nil, `{"body":%s,"dropped":%s}`, out, d)
 		}
 		return out
 	case strings.HasPrefix(c, "resp_"):
 		req, _ := os.ReadFile(filepath.Join(dir, c+".req.json"))
 		if req == nil {
 			req = []byte(`{"model":"test-model","messages":[{"role":"user","content":"hi"}]}`)
+			if p.defaultReq != nil {
+				req = p.defaultReq
+			}
 		}
 		out, u, err := p.resp(req, in)
 		if err != nil {
-			return refusalJSON(err)
+			return refusalJSON(err, nil)
 		}
 		ub, _ := json.Marshal(u)
 		return fmt.Appendf(nil, `{"body":%s,"usage":%s}`, out, ub)
@@ -232,6 +348,9 @@ func runCase(t *testing.T, p pair, dir, c string, in []byte) []byte {
 		req, _ := os.ReadFile(filepath.Join(dir, c+".req.json"))
 		if req == nil {
 			req = defaultStreamReq
+			if p.defaultStreamReq != nil {
+				req = p.defaultStreamReq
+			}
 		}
 		out, err := p.stream(req, in)
 		if err != nil {

@@ -19,7 +19,7 @@ const DefaultAnthropicMaxTokens = 8192
 
 // reasoning_effort -> thinking budget. Small enough to fit under the
 // default max_tokens.
-var anthropicThinkingBudget = map[string]int64{"low": 1024, "medium": 2048, "high": 4096}
+var anthropicThinkingBudget = map[string]int64{"low": 1024, "medium": 2048, "high": 4096, "xhigh": 6144}
 
 // anthropicFields is what OpenAIAnthropic does with each request field.
 var anthropicFields = map[string]fieldRule{
@@ -42,12 +42,14 @@ type OpenAIAnthropic struct {
 	body         []byte
 	model        string
 	includeUsage bool
+	dropped      []string
 }
 
 // NewOpenAIAnthropic translates an OpenAI chat request. A *FieldError
 // refuses it.
 func NewOpenAIAnthropic(chatReq []byte) (*OpenAIAnthropic, error) {
-	in, err := readChat(chatReq, anthropicFields, "anthropic providers")
+	var d drops
+	in, err := readChat(chatReq, anthropicFields, "anthropic providers", &d)
 	if err != nil {
 		return nil, err
 	}
@@ -55,11 +57,15 @@ func NewOpenAIAnthropic(chatReq []byte) (*OpenAIAnthropic, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &OpenAIAnthropic{Created: time.Now().Unix(), model: in.Model, body: marshal(out), includeUsage: wantsUsage(in)}, nil
+	return &OpenAIAnthropic{Created: time.Now().Unix(), model: in.Model, body: marshal(out), includeUsage: wantsUsage(in), dropped: d.list}, nil
 }
 
 // Body is the Anthropic Messages request.
 func (t *OpenAIAnthropic) Body() []byte { return t.body }
+
+// Dropped lists the request's top-level hints the translation dropped
+// (seed, store, ...), for the X-Switchboard-Dropped header.
+func (t *OpenAIAnthropic) Dropped() []string { return t.dropped }
 
 func anthropicRequest(in *openai.ChatRequest, raw []byte) (*anthropic.Request, error) {
 	out := &anthropic.Request{Model: in.Model, Stream: in.Stream, TopP: in.TopP, TopK: in.TopK}
@@ -229,11 +235,7 @@ func anthropicMessages(msgs []openai.Message, out *anthropic.Request) error {
 		field := fmt.Sprintf("messages[%d]", i)
 		switch m.Role {
 		case "system", "developer":
-			parts, err := contentParts(m.Content, field+".content")
-			if err != nil {
-				return err
-			}
-			s, err := textOnly(parts, field+".content")
+			s, err := messageText(m, field)
 			if err != nil {
 				return err
 			}
@@ -329,11 +331,7 @@ func anthropicPart(p openai.ContentPart, field string) (any, error) {
 }
 
 func anthropicAssistantBlocks(m openai.Message, field string) ([]any, error) {
-	parts, err := contentParts(m.Content, field+".content")
-	if err != nil {
-		return nil, err
-	}
-	text, err := textOnly(parts, field+".content")
+	text, err := messageText(m, field)
 	if err != nil {
 		return nil, err
 	}
@@ -342,11 +340,7 @@ func anthropicAssistantBlocks(m openai.Message, field string) ([]any, error) {
 		blocks = append(blocks, anthropic.TextBlock{Type: "text", Text: text})
 	}
 	for j, tc := range m.ToolCalls {
-		f := fmt.Sprintf("%s.tool_calls[%d]", field, j)
-		if tc.Type != "" && tc.Type != "function" {
-			return nil, fieldErr(f+".type", "only function tool calls are supported")
-		}
-		input, err := jsonObject(tc.Function.Arguments, f+".function.arguments")
+		input, err := toolCallInput(tc, fmt.Sprintf("%s.tool_calls[%d]", field, j))
 		if err != nil {
 			return nil, err
 		}
@@ -477,10 +471,13 @@ func (t *OpenAIAnthropic) Response(body []byte) ([]byte, Usage, error) {
 	return marshal(out), u, nil
 }
 
-// anthropicErrorStatus maps an Anthropic error type to its HTTP status,
-// for errors that arrive inside a stream.
+// anthropicErrorStatus maps an error type to its HTTP status, for errors
+// that arrive inside a stream: Anthropic's types, and OpenAI's where they
+// differ.
 func anthropicErrorStatus(typ string) int {
 	switch typ {
+	case "rate_limit_exceeded", "insufficient_quota":
+		return 429
 	case "invalid_request_error":
 		return 400
 	case "authentication_error":

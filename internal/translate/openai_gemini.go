@@ -15,7 +15,7 @@ import (
 )
 
 // reasoning_effort -> thinkingBudget.
-var geminiThinkingBudget = map[string]int64{"none": 0, "minimal": 0, "low": 1024, "medium": 8192, "high": 24576}
+var geminiThinkingBudget = map[string]int64{"none": 0, "minimal": 0, "low": 1024, "medium": 8192, "high": 24576, "xhigh": 32768}
 
 // thoughtSep joins a Gemini thought signature to the tool call id handed
 // to the client, so that the signature comes back with the call in the
@@ -67,12 +67,14 @@ type OpenAIGemini struct {
 	body         []byte
 	model        string
 	includeUsage bool
+	dropped      []string
 }
 
 // NewOpenAIGemini translates an OpenAI chat request. A *FieldError
 // refuses it.
 func NewOpenAIGemini(chatReq []byte) (*OpenAIGemini, error) {
-	in, err := readChat(chatReq, geminiFields, "gemini providers")
+	var d drops
+	in, err := readChat(chatReq, geminiFields, "gemini providers", &d)
 	if err != nil {
 		return nil, err
 	}
@@ -81,11 +83,15 @@ func NewOpenAIGemini(chatReq []byte) (*OpenAIGemini, error) {
 		return nil, err
 	}
 	return &OpenAIGemini{Created: time.Now().Unix(), ID: newID("chatcmpl-"), model: in.Model, body: marshal(out),
-		includeUsage: wantsUsage(in)}, nil
+		includeUsage: wantsUsage(in), dropped: d.list}, nil
 }
 
 // Body is the Gemini generateContent request.
 func (t *OpenAIGemini) Body() []byte { return t.body }
+
+// Dropped lists the request's top-level hints the translation dropped
+// (user, store, ...), for the X-Switchboard-Dropped header.
+func (t *OpenAIGemini) Dropped() []string { return t.dropped }
 
 // Model is the upstream model name, which Gemini takes in the URL.
 func (t *OpenAIGemini) Model() string { return t.model }
@@ -217,11 +223,7 @@ func geminiContents(msgs []openai.Message, out *gemini.Request) error {
 		field := fmt.Sprintf("messages[%d]", i)
 		switch m.Role {
 		case "system", "developer":
-			parts, err := contentParts(m.Content, field+".content")
-			if err != nil {
-				return err
-			}
-			s, err := textOnly(parts, field+".content")
+			s, err := messageText(m, field)
 			if err != nil {
 				return err
 			}
@@ -235,11 +237,7 @@ func geminiContents(msgs []openai.Message, out *gemini.Request) error {
 			}
 			add("user", parts)
 		case "assistant":
-			parts, err := contentParts(m.Content, field+".content")
-			if err != nil {
-				return err
-			}
-			text, err := textOnly(parts, field+".content")
+			text, err := messageText(m, field)
 			if err != nil {
 				return err
 			}
@@ -268,11 +266,7 @@ func geminiContents(msgs []openai.Message, out *gemini.Request) error {
 			if !ok {
 				return fieldErr(field+".tool_call_id", "does not answer a tool call of an earlier assistant message (gemini needs the function name)")
 			}
-			parts, err := contentParts(m.Content, field+".content")
-			if err != nil {
-				return err
-			}
-			text, err := textOnly(parts, field+".content")
+			text, err := messageText(m, field)
 			if err != nil {
 				return err
 			}

@@ -15,12 +15,14 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	asdk "github.com/anthropics/anthropic-sdk-go/v2"
 	aopt "github.com/anthropics/anthropic-sdk-go/v2/option"
 	osdk "github.com/openai/openai-go/v3"
 	oopt "github.com/openai/openai-go/v3/option"
+	"github.com/openai/openai-go/v3/responses"
 )
 
 func serve(t *testing.T, status int, ct string, body []byte) string {
@@ -46,7 +48,7 @@ func TestAnthropicSDKReadsMessagesStream(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, _ := messagesStreamSSE(nil, in)
+	out := clientStreamSSE(NewMessagesStream("claude-client-model"), in)
 	stream := anthropicClient(serve(t, 200, "text/event-stream", out)).Messages.NewStreaming(context.Background(), anthropicParams)
 	var msg asdk.Message
 	for stream.Next() {
@@ -165,5 +167,93 @@ func TestOpenAISDKSeesMidStreamError(t *testing.T) {
 	}
 	if stream.Err() == nil {
 		t.Error("mid-stream error not reported")
+	}
+}
+
+var responsesParams = responses.ResponseNewParams{Model: "gpt-client-model",
+	Input: responses.ResponseNewParamsInputUnion{OfString: osdk.String("hi")}}
+
+// TestOpenAISDKReadsResponsesStream: the Responses event sequence built
+// from a translated stream is read by the SDK event by event, calls and
+// usage included.
+func TestOpenAISDKReadsResponsesStream(t *testing.T) {
+	dir := filepath.Join("testdata", "responses_openai")
+	in, _ := os.ReadFile(filepath.Join(dir, "stream_custom_tool.in.sse"))
+	req, _ := os.ReadFile(filepath.Join(dir, "stream_custom_tool.req.json"))
+	out := clientStreamSSE(mustFromResponses(req).Stream(""), in)
+	stream := openaiClient(serve(t, 200, "text/event-stream", out)).Responses.NewStreaming(context.Background(), responsesParams)
+	var text strings.Builder
+	var done *responses.Response
+	seq := int64(0)
+	for stream.Next() {
+		ev := stream.Current()
+		if ev.SequenceNumber != seq {
+			t.Errorf("%s: sequence_number %d, want %d", ev.Type, ev.SequenceNumber, seq)
+		}
+		seq++
+		switch e := ev.AsAny().(type) {
+		case responses.ResponseTextDeltaEvent:
+			text.WriteString(e.Delta)
+		case responses.ResponseCompletedEvent:
+			done = &e.Response
+		}
+	}
+	if err := stream.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if text.String() != "Patching." || done == nil {
+		t.Fatalf("text %q, completed %v", text.String(), done != nil)
+	}
+	if len(done.Output) != 3 || done.OutputText() != "Patching." {
+		t.Fatalf("output %+v", done.Output)
+	}
+	patch := done.Output[1].AsCustomToolCall()
+	read := done.Output[2].AsFunctionCall()
+	if patch.Name != "apply_patch" || patch.Input != "*** Begin Patch\n*** End Patch" || patch.CallID != "toolu_P" {
+		t.Errorf("custom call %+v", patch)
+	}
+	if read.Name != "files__read" || read.Namespace != "mcp" || read.Arguments != `{"path":"a"}` {
+		t.Errorf("function call %+v", read)
+	}
+	if u := done.Usage; u.InputTokens != 50 || u.OutputTokens != 20 || u.InputTokensDetails.CachedTokens != 10 {
+		t.Errorf("usage %+v", u)
+	}
+}
+
+func TestOpenAISDKReadsResponseAndFailure(t *testing.T) {
+	dir := filepath.Join("testdata", "responses_openai")
+	in, _ := os.ReadFile(filepath.Join(dir, "resp_custom_reasoning.in.json"))
+	req, _ := os.ReadFile(filepath.Join(dir, "resp_custom_reasoning.req.json"))
+	body, _, err := mustFromResponses(req).Answer(in, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := openaiClient(serve(t, 200, "application/json", body)).Responses.New(context.Background(), responsesParams)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.OutputText() != "Patching now." || resp.Output[0].AsReasoning().Summary[0].Text != "The patch is small." ||
+		resp.Usage.OutputTokensDetails.ReasoningTokens != 12 || resp.Instructions.OfString != "Be brief." {
+		t.Errorf("response %+v", resp)
+	}
+
+	in, _ = os.ReadFile(filepath.Join(dir, "stream_error.in.sse"))
+	out := clientStreamSSE(mustFromResponses(pairs["responses_openai"].defaultStreamReq).Stream(""), in)
+	stream := openaiClient(serve(t, 200, "text/event-stream", out)).Responses.NewStreaming(context.Background(), responsesParams)
+	var failed *responses.ResponseFailedEvent
+	for stream.Next() {
+		if e, ok := stream.Current().AsAny().(responses.ResponseFailedEvent); ok {
+			failed = &e
+		}
+	}
+	if failed == nil || failed.Response.Status != "failed" || failed.Response.Error.Message != "Overloaded" {
+		t.Fatalf("failed event %+v (stream error %v)", failed, stream.Err())
+	}
+
+	fe := &FieldError{Field: "previous_response_id", Msg: "needs the earlier response"}
+	_, err = openaiClient(serve(t, 400, "application/json", fe.OpenAIBody())).Responses.New(context.Background(), responsesParams)
+	var oe *osdk.Error
+	if !errors.As(err, &oe) || oe.StatusCode != 400 || oe.Param != "previous_response_id" {
+		t.Errorf("error %v", err)
 	}
 }

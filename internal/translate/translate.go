@@ -3,17 +3,26 @@
 // protocol pair has one file holding its request, response and stream
 // translation:
 //
-//	openai_anthropic.go  OpenAI client -> Anthropic upstream (and back)
-//	openai_gemini.go     OpenAI client -> Gemini upstream (and back)
-//	anthropic_openai.go  Anthropic client (/v1/messages) -> internal form (and back)
+//	openai_anthropic.go   internal form -> Anthropic upstream (and back)
+//	openai_gemini.go      internal form -> Gemini upstream (and back)
+//	openai_converse.go    internal form -> Bedrock Converse upstream (and back)
+//	anthropic_openai.go   Anthropic client (/v1/messages) -> internal form (and back)
+//	gemini_openai.go      Gemini client (:generateContent) -> internal form (and back)
+//	responses_openai.go   OpenAI Responses client -> internal form; its
+//	                      answer and event stream in responses_answer.go
+//
+// policy.go holds what every inbound translation shares: Inbound (the
+// internal body and the dropped hints), classify (mapped, dropped and
+// refused fields), DroppedHeader, and ClientStream, which every client
+// protocol's stream translator implements.
 //
 // Translators are per-request values. They hold only what the answer side
 // needs from the request (model, stream options) and never mutate their
 // input, so the attempt loop may run them again on retry. Every response
 // translation returns token usage with the bytes, so metering never parses
 // an answer twice. What a target cannot express is either dropped, when
-// harmless, or refused with a *FieldError (HTTP 400) naming the field; see
-// docs/translation.md.
+// it is a hint that does not change the answer (and reported), or refused
+// with a *FieldError (HTTP 400) naming the field; see docs/translation.md.
 package translate
 
 import (
@@ -147,9 +156,10 @@ func OpenAIError(status int, msg, param, code string) []byte {
 }
 
 // readChat checks an OpenAI chat request's top-level fields against a
-// target's rules (a *FieldError refuses it) and decodes it.
-func readChat(chatReq []byte, rules map[string]fieldRule, target string) (*openai.ChatRequest, error) {
-	if err := checkFields(chatReq, rules, target); err != nil {
+// target's rules (a *FieldError refuses it, d collects what is dropped)
+// and decodes it.
+func readChat(chatReq []byte, rules map[string]fieldRule, target string, d *drops) (*openai.ChatRequest, error) {
+	if err := classify(chatReq, rules, nil, target, d); err != nil {
 		return nil, err
 	}
 	var in openai.ChatRequest
@@ -274,6 +284,12 @@ func isHTTPURL(u string) bool {
 // contentParts reads an OpenAI content value: a string becomes one text
 // part, null or absent none.
 func contentParts(raw json.RawMessage, field string) ([]openai.ContentPart, error) {
+	return stringOrParts(raw, field, func(s string) openai.ContentPart { return openai.ContentPart{Type: "text", Text: s} })
+}
+
+// stringOrParts reads content that is a string (one text part, made by
+// text) or an array of parts; null or absent is none.
+func stringOrParts[T any](raw json.RawMessage, field string, text func(string) T) ([]T, error) {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
 		return nil, nil
@@ -283,13 +299,33 @@ func contentParts(raw json.RawMessage, field string) ([]openai.ContentPart, erro
 		if err := json.Unmarshal(raw, &s); err != nil {
 			return nil, fieldErr(field, "invalid string")
 		}
-		return []openai.ContentPart{{Type: "text", Text: s}}, nil
+		return []T{text(s)}, nil
 	}
-	var parts []openai.ContentPart
+	var parts []T
 	if err := json.Unmarshal(raw, &parts); err != nil {
 		return nil, fieldErr(field, "must be a string or an array of content parts")
 	}
 	return parts, nil
+}
+
+// messageText is the text of message m at field (its content: a string
+// or text parts, anything else refused), as system messages and
+// assistant turns carry it to every target.
+func messageText(m openai.Message, field string) (string, error) {
+	parts, err := contentParts(m.Content, field+".content")
+	if err != nil {
+		return "", err
+	}
+	return textOnly(parts, field+".content")
+}
+
+// toolCallInput is a function tool call's arguments as the JSON object
+// targets that take structured input want; field names the call.
+func toolCallInput(tc openai.ToolCall, field string) (json.RawMessage, error) {
+	if tc.Type != "" && tc.Type != "function" {
+		return nil, fieldErr(field+".type", "only function tool calls are supported")
+	}
+	return jsonObject(tc.Function.Arguments, field+".function.arguments")
 }
 
 // textOnly joins the text of parts, refusing anything else.
@@ -384,33 +420,5 @@ const (
 	mapped  fieldRule = iota // translated (its own checks refuse what cannot be)
 	dropped                  // harmless to drop, documented
 )
-
-// checkFields refuses top-level fields the target does not know: a field
-// that is neither translated nor known to be harmless would otherwise be
-// dropped silently. null values are treated as absent. target completes
-// the message "not supported by ...".
-func checkFields(body []byte, rules map[string]fieldRule, target string) error {
-	var top map[string]json.RawMessage
-	if err := json.Unmarshal(body, &top); err != nil {
-		return fieldErr("body", "must be a JSON object")
-	}
-	var bad []string
-	for k, v := range top {
-		if _, ok := rules[k]; ok || bytes.Equal(bytes.TrimSpace(v), []byte("null")) {
-			continue
-		}
-		bad = append(bad, k)
-	}
-	if len(bad) == 0 {
-		return nil
-	}
-	first := bad[0]
-	for _, k := range bad {
-		if k < first {
-			first = k // deterministic message
-		}
-	}
-	return fieldErr(first, "not supported by %s", target)
-}
 
 func ptr[T any](v T) *T { return &v }

@@ -22,12 +22,31 @@ type Request struct {
 	ToolChoice    *ToolChoice     `json:"tool_choice,omitempty"`
 	Thinking      *Thinking       `json:"thinking,omitempty"`
 	Metadata      *Metadata       `json:"metadata,omitempty"`
+	OutputConfig  *OutputConfig   `json:"output_config,omitempty"`
+	// OutputFormat is the deprecated spelling of output_config.format.
+	OutputFormat *OutputFormat `json:"output_format,omitempty"`
 }
 
-// Message is one turn. Content is a string or an array of blocks.
+// OutputConfig is output_config: the effort the model spends (low,
+// medium, high, xhigh, max) and a structured output format.
+type OutputConfig struct {
+	Effort string        `json:"effort,omitempty"`
+	Format *OutputFormat `json:"format,omitempty"`
+}
+
+// OutputFormat is a structured output format: {type: json_schema, schema}.
+type OutputFormat struct {
+	Type   string          `json:"type"`
+	Schema json.RawMessage `json:"schema,omitempty"`
+}
+
+// Message is one turn. Content is a string or an array of blocks. Role
+// system (a per-turn instruction) and OutputConfig (per-turn effort) are
+// read side only.
 type Message struct {
-	Role    string          `json:"role"` // user | assistant
-	Content json.RawMessage `json:"content"`
+	Role         string          `json:"role"` // user | assistant | system
+	Content      json.RawMessage `json:"content"`
+	OutputConfig json.RawMessage `json:"output_config,omitempty"`
 }
 
 // Block is any content block, as read from a request or a response: the
@@ -44,6 +63,8 @@ type Block struct {
 	ID    string          `json:"id,omitempty"`
 	Name  string          `json:"name,omitempty"`
 	Input json.RawMessage `json:"input,omitempty"`
+	// tool_reference (a deferred tool loaded by a tool search)
+	ToolName string `json:"tool_name,omitempty"`
 	// tool_result: Content is a string or an array of blocks.
 	ToolUseID string          `json:"tool_use_id,omitempty"`
 	Content   json.RawMessage `json:"content,omitempty"`
@@ -54,14 +75,21 @@ type Block struct {
 	Data      string `json:"data,omitempty"`
 
 	CacheControl json.RawMessage `json:"cache_control,omitempty"`
+	// Citations is an answer text's citations, or a document's
+	// {"enabled": true}; Context is a document's context note.
+	Citations json.RawMessage `json:"citations,omitempty"`
+	Context   string          `json:"context,omitempty"`
 }
 
-// Source is where an image or document comes from.
+// Source is where an image or document comes from. A content source
+// holds its blocks in Content.
 type Source struct {
-	Type      string `json:"type"` // base64 | url | text | file
-	MediaType string `json:"media_type,omitempty"`
-	Data      string `json:"data,omitempty"`
-	URL       string `json:"url,omitempty"`
+	Type      string          `json:"type"` // base64 | url | text | file | content
+	MediaType string          `json:"media_type,omitempty"`
+	Data      string          `json:"data,omitempty"`
+	URL       string          `json:"url,omitempty"`
+	FileID    string          `json:"file_id,omitempty"`
+	Content   json.RawMessage `json:"content,omitempty"`
 }
 
 // TextBlock is a written text block.
@@ -101,13 +129,20 @@ type ThinkingBlock struct {
 }
 
 // Tool is one entry of tools. Type is empty or "custom" for client tools;
-// server tools (web_search_..., bash_...) carry their own type.
+// server tools (web_search_..., bash_...) carry their own type. The
+// fields after InputSchema are read side only.
 type Tool struct {
 	Type         string          `json:"type,omitempty"`
 	Name         string          `json:"name"`
 	Description  string          `json:"description,omitempty"`
 	InputSchema  json.RawMessage `json:"input_schema,omitempty"`
 	CacheControl json.RawMessage `json:"cache_control,omitempty"`
+
+	Strict              *bool           `json:"strict,omitempty"`
+	DeferLoading        *bool           `json:"defer_loading,omitempty"`
+	InputExamples       json.RawMessage `json:"input_examples,omitempty"`
+	AllowedCallers      json.RawMessage `json:"allowed_callers,omitempty"`
+	EagerInputStreaming *bool           `json:"eager_input_streaming,omitempty"`
 }
 
 // ToolChoice is tool_choice.
@@ -117,10 +152,12 @@ type ToolChoice struct {
 	DisableParallelToolUse bool   `json:"disable_parallel_tool_use,omitempty"`
 }
 
-// Thinking is extended thinking configuration.
+// Thinking is extended thinking configuration. Display (summarized |
+// omitted) says whether thinking text is returned.
 type Thinking struct {
 	Type         string `json:"type"` // enabled | disabled | adaptive
 	BudgetTokens int64  `json:"budget_tokens,omitempty"`
+	Display      string `json:"display,omitempty"`
 }
 
 // Metadata is request metadata.
@@ -260,6 +297,11 @@ type MessageDeltaEvent struct {
 // TypeOnly is an event with nothing but its type (message_stop, ping).
 type TypeOnly struct {
 	Type string `json:"type"`
+}
+
+// CountTokensResponse is POST /v1/messages/count_tokens's answer.
+type CountTokensResponse struct {
+	InputTokens int64 `json:"input_tokens"`
 }
 
 // ErrorResponse is Anthropic's error body, also sent as a stream `error` event.
