@@ -281,10 +281,22 @@ func serve(args []string, stdout, stderr io.Writer) int {
 		go srv.FollowAdmin(ctx)
 	}
 	go reloadOnSignal(ctx, reloadSignals(), reload)
+	stopTracing, err := startTracing(cfg, srv, log)
+	if err != nil {
+		log.Error("cannot start tracing", "error", err.Error())
+		return 1
+	}
+	defer stopTracing()
 	waitQueue, ok := startQueue(ctx, srv, cfg, *roleName, log)
 	if !ok {
 		return 1
 	}
+	stopAlerts, err := startAlerts(ctx, cfg, st, srv, log)
+	if err != nil {
+		log.Error("cannot start alerts", "error", err.Error())
+		return 1
+	}
+	defer stopAlerts()
 	watches.Set(watchedFiles(*path, cfg))
 	bg := make(chan struct{})
 	go srv.SaveEvery(stateDir, 30*time.Second, bg)

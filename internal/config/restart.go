@@ -36,5 +36,7 @@ func RestartNeeded(old, next *Config) []string {
 	check("usage_log.enabled", old.UsageLog.On(), next.UsageLog.On())
 	check("usage_log.path", old.UsageLog.Path, next.UsageLog.Path)
 	check("usage_log.buffer", old.UsageLog.Buffer, next.UsageLog.Buffer)
+	// The tracer is built once, at boot.
+	check("tracing", old.Tracing, next.Tracing)
 	return out
 }

@@ -38,6 +38,13 @@ type Config struct {
 	Queue       Queue                `yaml:"queue"`
 	Idempotency Idempotency          `yaml:"idempotency"`
 	UsageLog    UsageLog             `yaml:"usage_log"`
+	// Tracing exports OpenTelemetry spans (tracing.go); off by default.
+	Tracing Tracing `yaml:"tracing"`
+	// Tags reads and checks request tags (tags.go).
+	Tags Tags `yaml:"tags"`
+	// Alerts sends budget, circuit and queue events to a webhook
+	// (alerts.go); off by default.
+	Alerts Alerts `yaml:"alerts"`
 	// Hedge starts an extra attempt when a provider is slow to answer, for
 	// every model without its own hedge: section; nil = off (see Hedge).
 	Hedge *Hedge `yaml:"hedge"`

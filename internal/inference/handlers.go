@@ -193,6 +193,11 @@ func (s *Plane) prepare(w http.ResponseWriter, r *http.Request, snap *snapshot.S
 		s.refusedUsage(r, id, model, stream, aerr.Status)
 		return nil
 	}
+	in := &incoming{snap: snap, id: id, body: body, model: model, stream: stream}
+	if !s.requestTags(w, r, proto, in) {
+		s.refusedUsage(r, id, model, stream, http.StatusBadRequest)
+		return nil
+	}
 	release, ref := s.Admission.Enter(r.Context(), id)
 	if ref != nil {
 		status := front.StatusClientClosed
@@ -210,7 +215,9 @@ func (s *Plane) prepare(w http.ResponseWriter, r *http.Request, snap *snapshot.S
 		s.refusedUsage(r, id, model, stream, http.StatusNotFound)
 		return nil
 	}
-	return &incoming{snap: snap, id: id, body: body, model: model, stream: stream, rt: rt, release: release}
+	in.rt, in.release = rt, release
+	s.observed(r, in)
+	return in
 }
 
 // call builds the attempt loop's input for in.
