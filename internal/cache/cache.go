@@ -68,6 +68,16 @@ type Policy struct {
 	Sampled bool
 	// Semantic, when set, adds the lookup by meaning.
 	Semantic *Semantic
+	// Timeout bounds each store and index call (0: the cache's default).
+	Timeout time.Duration
+}
+
+// deadline is p's bound on one store call.
+func (c *Cache) deadline(p *Policy) time.Duration {
+	if p.Timeout > 0 {
+		return p.Timeout
+	}
+	return c.timeout
 }
 
 // Semantic configures the semantic lookup of one model.
@@ -208,7 +218,7 @@ func (c *Cache) Lookup(ctx context.Context, p *Policy, r *Request, embed Embedde
 		c.m.lookups.WithLabelValues(r.Model, Bypass).Inc()
 		return l
 	}
-	if e := c.get(ctx, l.key, p.Partition, maxAge); e != nil {
+	if e := c.get(ctx, p, l.key, maxAge); e != nil {
 		l.hit(e, 0)
 		c.m.lookups.WithLabelValues(r.Model, Hit).Inc()
 		return l
@@ -230,10 +240,10 @@ func (l *Lookup) hit(e *Entry, sim float64) {
 
 // get reads key within the deadline; nil on a miss, an error, a stale
 // entry or one older than maxAge (-1: any age).
-func (c *Cache) get(ctx context.Context, key, part string, maxAge time.Duration) *Entry {
-	ctx, cancel := context.WithTimeout(ctx, c.timeout)
+func (c *Cache) get(ctx context.Context, p *Policy, key string, maxAge time.Duration) *Entry {
+	ctx, cancel := context.WithTimeout(ctx, c.deadline(p))
 	defer cancel()
-	e, err := c.st.Get(ctx, key, part)
+	e, err := c.st.Get(ctx, key, p.Partition)
 	if err != nil {
 		c.failed("get", err)
 		return nil
@@ -264,7 +274,7 @@ func (c *Cache) semantic(ctx context.Context, l *Lookup, embed Embedder, maxAge 
 		return
 	}
 	l.group, l.vector = l.req.key(l.p.Global, path), vec
-	ictx, icancel := context.WithTimeout(ctx, c.timeout)
+	ictx, icancel := context.WithTimeout(ctx, c.deadline(l.p))
 	key, score, err := c.idx.Nearest(ictx, l.group, vec, s.Threshold)
 	icancel()
 	if err != nil {
@@ -274,12 +284,12 @@ func (c *Cache) semantic(ctx context.Context, l *Lookup, embed Embedder, maxAge 
 	if key == "" {
 		return
 	}
-	if e := c.get(ctx, key, l.p.Partition, maxAge); e != nil {
+	if e := c.get(ctx, l.p, key, maxAge); e != nil {
 		l.hit(e, score)
 		return
 	}
 	// The vector outlived its entry (evicted or expired): forget it.
-	fctx, fcancel := context.WithTimeout(ctx, c.timeout)
+	fctx, fcancel := context.WithTimeout(ctx, c.deadline(l.p))
 	_ = c.idx.Forget(fctx, l.group, key)
 	fcancel()
 }
@@ -307,7 +317,7 @@ func (l *Lookup) Finish(ctx context.Context, rec *Recorder) {
 		return
 	}
 	e.Stored = c.clk.Now()
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.timeout)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.deadline(l.p))
 	defer cancel()
 	ok, err := c.st.Put(ctx, l.key, e, l.p.Bounds)
 	switch {
