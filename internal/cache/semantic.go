@@ -168,7 +168,6 @@ func (x *MemoryIndex) Add(_ context.Context, group, key string, vec []float32, t
 	it := &vecItem{group: group, key: key, vec: vec, expires: x.now().Add(ttl)}
 	it.all = x.all.PushFront(it)
 	it.grp = g.PushFront(it)
-	x.groups[group] = g
 	for g.Len() > MaxGroupVectors {
 		x.remove(g.Back().Value.(*vecItem))
 	}
