@@ -33,7 +33,7 @@ func TestFinished(t *testing.T) {
 		{"completions", ProtoCompletions, false, `{"choices":[{"finish_reason":"stop"}]}`, ""},
 		{"embeddings", ProtoEmbeddings, false, `{"data":[{"embedding":[1]}]}`, ""},
 		{"embeddings empty", ProtoEmbeddings, false, `{"data":[]}`, "empty"},
-		{"responses", ProtoResponses, false, `{"status":"completed"}`, ""},
+		{"responses", ProtoResponses, false, `{"status":"completed","error":null}`, ""},
 		{"responses incomplete", ProtoResponses, false, `{"status":"incomplete"}`, "truncated"},
 		{"messages", ProtoMessages, false, `{"type":"message","stop_reason":"end_turn"}`, ""},
 		{"messages max_tokens", ProtoMessages, false, `{"type":"message","stop_reason":"max_tokens"}`, "truncated"},
@@ -53,6 +53,9 @@ func TestFinished(t *testing.T) {
 		{"responses stream unfinished", ProtoResponses, true, "event: response.created\ndata: {}\n\n", "incomplete"},
 		{"gemini stream", ProtoGemini, true, "data: {\"candidates\":[{\"content\":{}}]}\n\ndata: {\"candidates\":[{\"finishReason\":\"STOP\"}]}\n\n", ""},
 		{"gemini stream unfinished", ProtoGemini, true, "data: {\"candidates\":[{\"content\":{}}]}\n\n", "incomplete"},
+		{"gemini array stream", ProtoGemini, true, "[{\"candidates\":[{\"content\":{}}]}\n,{\"candidates\":[{\"finishReason\":\"STOP\"}]}]", ""},
+		{"gemini array stream cut", ProtoGemini, true, "[{\"candidates\":[{\"content\":{}}]}\n,{\"cand", "incomplete"},
+		{"gemini array stream error", ProtoGemini, true, "[{\"candidates\":[{\"content\":{}}]},{\"error\":{\"code\":500}}]", "error"},
 	} {
 		if got := finished(tc.proto, tc.stream, [][]byte{[]byte(tc.body)}); got != tc.why {
 			t.Errorf("%s: %q, want %q", tc.name, got, tc.why)
@@ -302,4 +305,24 @@ func count(c prometheus.Counter) float64 {
 	var m dto.Metric
 	_ = c.Write(&m)
 	return m.GetCounter().GetValue()
+}
+
+// The recorder cuts a stream where the handler flushed, so a replay
+// writes the same groups of events.
+func TestRecorderChunks(t *testing.T) {
+	rec := NewRecorder(httptest.NewRecorder(), 1<<10)
+	rec.Header().Set("Content-Type", "text/event-stream")
+	for _, w := range []string{"data: {\"choices\":[{\"delta\":{}}]}\n\n", "data: {\"choices\":[{\"delta\":{}}]}\n\n", "|",
+		"data: {\"choices\":[{\"finish_reason\":\"stop\"}]}\n\n", "|", "|", "data: [DONE]\n\n", "|"} {
+		if w == "|" {
+			rec.Flush()
+			continue
+		}
+		_, _ = rec.Write([]byte(w))
+	}
+	rec.Note(Note{Complete: true})
+	e, why := rec.entry(ProtoChat, true)
+	if e == nil || len(e.Chunks) != 3 || !strings.HasPrefix(string(e.Chunks[2]), "data: [DONE]") || e.Header.Get("Content-Type") != "text/event-stream" {
+		t.Fatalf("%q %+v", why, e)
+	}
 }

@@ -34,7 +34,7 @@ func finished(proto string, stream bool, chunks [][]byte) string {
 
 func unaryFinished(proto string, body []byte) string {
 	r := gjson.ParseBytes(body)
-	if !r.IsObject() || r.Get("error").Exists() {
+	if !r.IsObject() || hasError(r) {
 		return "error"
 	}
 	switch proto {
@@ -51,6 +51,13 @@ func unaryFinished(proto string, body []byte) string {
 		return reason(proto, strs(r.Get("candidates.#.finishReason")))
 	}
 	return reason(proto, strs(r.Get("choices.#.finish_reason")))
+}
+
+// hasError reports an error object (Responses answers carry "error":
+// null when there is none).
+func hasError(r gjson.Result) bool {
+	e := r.Get("error")
+	return e.Exists() && e.Type != gjson.Null
 }
 
 func statusReason(status string) string {
@@ -85,6 +92,9 @@ func reason(proto string, reasons []string) string {
 // protocol's successful streams do, with natural finish reasons and no
 // error event.
 func streamFinished(proto string, chunks [][]byte) string {
+	if proto == ProtoGemini && len(bytes.TrimSpace(chunks[0])) > 0 && bytes.TrimSpace(chunks[0])[0] == '[' {
+		return arrayFinished(bytes.Join(chunks, nil))
+	}
 	if last := chunks[len(chunks)-1]; !bytes.HasSuffix(last, []byte("\n\n")) && !bytes.HasSuffix(last, []byte("\r\n\r\n")) {
 		return "incomplete" // cut inside an event
 	}
@@ -107,7 +117,7 @@ func streamFinished(proto string, chunks [][]byte) string {
 			continue
 		}
 		d := gjson.ParseBytes(ev.Data)
-		if ev.Name == "error" || d.Get("error").Exists() {
+		if ev.Name == "error" || hasError(d) {
 			return "error"
 		}
 		switch proto {
@@ -162,6 +172,27 @@ func streamFinished(proto string, chunks [][]byte) string {
 		}
 	}
 	return reason(proto, reasons)
+}
+
+// arrayFinished checks a Gemini stream in its JSON-array framing (no
+// alt=sse): the whole array, no error, natural finish reasons.
+func arrayFinished(b []byte) string {
+	r := gjson.ParseBytes(b)
+	if !gjson.ValidBytes(b) || !r.IsArray() {
+		return "incomplete"
+	}
+	var reasons []string
+	for _, it := range r.Array() {
+		if hasError(it) {
+			return "error"
+		}
+		for _, f := range strs(it.Get("candidates.#.finishReason")) {
+			if f != "" {
+				reasons = append(reasons, f)
+			}
+		}
+	}
+	return reason(ProtoGemini, reasons)
 }
 
 func readers(chunks [][]byte) []io.Reader {

@@ -61,6 +61,7 @@ func (s *Server) answerUnary(ctx context.Context, w http.ResponseWriter, rt *rou
 	rt = servedRoute(res, rt)
 	s.Prober.AfterRequest(rt)
 	writeUnary(w, status, s.secrets().Bytes(body))
+	s.noteUnary(w, res, rt)
 	if !s.Log.Enabled(ctx, slog.LevelInfo) {
 		return
 	}

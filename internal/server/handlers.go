@@ -565,7 +565,7 @@ func (s *Server) inference(ep provider.Endpoint) http.HandlerFunc {
 		}
 		w, r, u := s.beginUsage(w, r, in, ep)
 		defer s.endUsage(r, u)
-		s.idempotent(w, r, OpenAI, in, func(w http.ResponseWriter) {
+		s.idempotent(w, r, OpenAI, in, s.cached(r, OpenAI, cacheProtocol(ep), in, func(w http.ResponseWriter) {
 			if s.queued(r) {
 				s.dispatch(w, r, OpenAI, ep, in)
 				return
@@ -579,7 +579,7 @@ func (s *Server) inference(ep provider.Endpoint) http.HandlerFunc {
 			defer res.Close()
 			s.advise(w, in, res)
 			s.relay(w, r, res, ep, in.rt, call.Opts.Inspect || call.Meter)
-		})
+		}))
 	}
 }
 

@@ -30,13 +30,13 @@ func (s *Server) handleMessages(w http.ResponseWriter, r *http.Request) {
 		writeError(w, Anthropic, errInvalid(err.Error()))
 		return
 	}
-	s.idempotent(w, r, Anthropic, in, func(w http.ResponseWriter) {
+	s.idempotent(w, r, Anthropic, in, s.cached(r, Anthropic, cacheProtocol(provider.Messages), in, func(w http.ResponseWriter) {
 		if s.queued(r) {
 			s.dispatch(w, r, Anthropic, provider.Messages, in)
 			return
 		}
 		s.messagesLocal(w, r, in, chat)
-	})
+	}))
 }
 
 // messagesLocal runs a Messages request here and writes its answer.
@@ -108,6 +108,7 @@ func (s *Server) endMessagesStream(w http.ResponseWriter, r *http.Request, rt *r
 	timedOut := lim.end()
 	outcome := s.streamOutcome(r.Context(), err, timedOut)
 	s.finishStream(r.Context(), rt, res, st, outcome)
+	s.noteStream(w, res, rt, st, outcome)
 	switch outcome {
 	case streamTimeout:
 		_ = sse.NewWriter(w).Event("error", errorBody(Anthropic, &apiError{Status: http.StatusGatewayTimeout, Message: lim.message()}))

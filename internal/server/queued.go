@@ -160,7 +160,7 @@ type jobMeta struct {
 }
 
 // jobHeaders are the client headers a worker's handler reads.
-var jobHeaders = append([]string{"Anthropic-Version", "Content-Type"}, forwarded...)
+var jobHeaders = append([]string{"Anthropic-Version", "Content-Type", "Cache-Control"}, forwarded...)
 
 func encodeJob(r *http.Request, in *incoming) []byte {
 	m := jobMeta{Path: r.URL.Path, Model: in.model, RequestID: RequestID(r.Context())}

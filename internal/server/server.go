@@ -80,6 +80,7 @@ type Server struct {
 	adminSvc *admin.Service
 	// usage is the per-request usage log (nil: off).
 	usage  atomic.Pointer[usagelog.Log]
+	cache  cacheState
 	jobMux sync.Once
 	jobH   http.Handler
 	proxy  *proxy.Proxy
@@ -195,6 +196,7 @@ func (s *Server) Apply(cfg *config.Config) {
 		s.queueing.Q.SetOptions(QueueOptions(cfg))
 	}
 	s.proxy.Buffers.SetLimit(cfg.Limits.MaxBufferedBytes)
+	s.applyCache(cfg)
 	s.Stats.SetWindow(cfg.Performance.SampleWindow.D())
 	s.Prober.SetMaxPerMinute(cfg.Performance.ProbeMaxPerMinute)
 	snap := &Snapshot{Config: cfg, Routes: table, advisory: admit.AdvisoryEnabled(cfg), advisoryNames: admit.NamesFor(cfg.Limits.AdvisoryPrefix), loaded: s.Clock.Now(),
