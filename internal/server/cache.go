@@ -21,6 +21,7 @@ import (
 	"switchboard/internal/route"
 	"switchboard/internal/spend"
 	"switchboard/internal/track"
+	"switchboard/internal/usagelog"
 )
 
 // The response cache (internal/cache) as the handlers use it: a request
@@ -269,4 +270,15 @@ func embedFailure(model string, fail *proxy.Failure) error {
 		return fmt.Errorf("the embedding call to %s failed: %s (status %d, %d attempts)", model, a.Reason, a.Status, len(fail.Attempts))
 	}
 	return fmt.Errorf("the embedding call to %s failed", model)
+}
+
+// cacheOverview is the admin page's cache line: hits in the last 24 h
+// over every tenant, and what they saved.
+func cacheOverview(byTenant map[string]usagelog.Group) map[string]any {
+	var hits, saved int64
+	for _, g := range byTenant {
+		hits += g.CacheHits
+		saved += g.SavedNano
+	}
+	return map[string]any{"hits_24h": hits, "saved_nano_usd_24h": saved}
 }

@@ -539,3 +539,38 @@ func TestCacheSemantic(t *testing.T) {
 		t.Fatalf("semantic hit row: %+v", hit)
 	}
 }
+
+// The admin page shows what the cache saved: the overview's totals and
+// per tenant, drawn in Chromium; /metrics counts hits, misses, bytes and
+// the saving.
+func TestCacheSavingsOnAdmin(t *testing.T) {
+	yaml := strings.Replace(cacheYAML, "    sk-other: {tenant: other}\n", "    sk-other: {tenant: other}\n    sk-admin: {tenant: ops, role: admin}\n", 1)
+	g, ul := cacheGateway(t, yaml, nil, nil, nil)
+	body := cacheCases[0].body
+	for range 3 {
+		g.post("/v1/chat/completions", body, "Authorization", "Bearer sk-acme")
+		waitStored(t, g, 1)
+	}
+	waitRows(t, ul, 3)
+	a := g.get("/admin/v1/overview", "Authorization", "Bearer sk-admin")
+	acme := gjson.Get(a.Body, `tenants.#(tenant=="acme")`)
+	saved := gjson.Get(a.Body, "cache.saved_nano_usd_24h").Int()
+	if a.Status != 200 || gjson.Get(a.Body, "cache.hits_24h").Int() != 2 || saved <= 0 || saved != 2*acme.Get("cost_nano_usd_24h").Int() ||
+		acme.Get("cache_hits_24h").Int() != 2 || acme.Get("saved_nano_usd_24h").Int() != saved {
+		t.Fatalf("%d %s", a.Status, a.Body)
+	}
+	m := g.get("/metrics", "Authorization", "Bearer sk-admin").Body
+	for _, want := range []string{`switchboard_cache_lookups_total{model="m",result="hit"} 2`, `switchboard_cache_lookups_total{model="m",result="miss"} 1`,
+		`switchboard_cache_stores_total{model="m",outcome="stored"} 1`, fmt.Sprintf(`switchboard_cache_saved_nano_usd_total{model="m"} %d`, saved),
+		`switchboard_cache_hit_bytes_total{model="m"}`, `switchboard_cache_bytes `} {
+		if !strings.Contains(m, want) {
+			t.Errorf("metrics lack %s", want)
+		}
+	}
+	bin := chromiumBin(t)
+	dom := chromiumDOM(t, bin, g.URL+"/admin#token=sk-admin")
+	if !strings.Contains(dom, fmt.Sprintf(`data-cache-saved="%d"`, saved)) || !strings.Contains(dom, "2 answers replayed from the cache saved") ||
+		!strings.Contains(dom, `data-saved="acme"`) {
+		t.Fatalf("the admin page does not show the savings:\n%s", dom)
+	}
+}
