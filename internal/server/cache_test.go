@@ -574,3 +574,26 @@ func TestCacheSavingsOnAdmin(t *testing.T) {
 		t.Fatalf("the admin page does not show the savings:\n%s", dom)
 	}
 }
+
+// With the queue, the worker that runs a request looks it up and stores
+// it; its verdict and the client's Cache-Control travel with the job.
+func TestCacheQueued(t *testing.T) {
+	rs := redistest.Start(t)
+	yaml := strings.Replace(cacheYAML, "auth:\n  keys:\n    sk-acme: {tenant: acme}\n    sk-acme-2: {tenant: acme}\n    sk-other: {tenant: other}\n", "", 1)
+	rp := startQueued(t, rs, yaml, "", ingressOnly, workerOnly)
+	in, worker := rp[0], rp[1]
+	for i, tc := range cacheCases[:2] {
+		first := in.post(tc.path, tc.body)
+		waitStored(t, worker.gateway, i+1)
+		again := in.post(tc.path, tc.body)
+		if first.Header.Get("X-Switchboard-Cache") != "miss" || again.Header.Get("X-Switchboard-Cache") != "hit" || again.Body != first.Body {
+			t.Fatalf("%s: %v / %v", tc.name, first.Header, again.Header)
+		}
+		if a := in.post(tc.path, tc.body, "Cache-Control", "no-store"); a.Header.Get("X-Switchboard-Cache") != "bypass" {
+			t.Fatalf("%s no-store: %v", tc.name, a.Header)
+		}
+	}
+	if n := worker.mock("a").Calls(); n != 4 {
+		t.Fatalf("the worker's provider served %d calls, want 4 (2 misses, 2 no-store)", n)
+	}
+}
