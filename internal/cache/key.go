@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"hash"
+	"io"
 	"slices"
 	"strconv"
 	"strings"
@@ -51,14 +52,26 @@ var KeyHeaders = []string{"Anthropic-Beta", "Anthropic-Version", "Openai-Beta"}
 type canon struct {
 	h    hash.Hash
 	skip string // a gjson path whose value is replaced by a marker ("" none)
-	n    [binary.MaxVarintLen64]byte
+	// buf gathers small writes for the hash (one Write per few KB).
+	buf []byte
 }
 
 func (c *canon) tag(t byte, s string) {
-	c.h.Write([]byte{t})
-	k := binary.PutUvarint(c.n[:], uint64(len(s)))
-	c.h.Write(c.n[:k])
-	c.h.Write([]byte(s))
+	c.buf = append(c.buf, t)
+	c.buf = binary.AppendUvarint(c.buf, uint64(len(s)))
+	if len(c.buf)+len(s) > cap(c.buf) {
+		c.flush()
+		if len(s) > cap(c.buf) {
+			_, _ = io.WriteString(c.h, s)
+			return
+		}
+	}
+	c.buf = append(c.buf, s...)
+}
+
+func (c *canon) flush() {
+	c.h.Write(c.buf)
+	c.buf = c.buf[:0]
 }
 
 func (c *canon) value(v gjson.Result, path string) {
@@ -177,7 +190,8 @@ type Request struct {
 // message out).
 func (r *Request) key(global bool, skip string) string {
 	h := sha256.New()
-	c := &canon{h: h, skip: skip}
+	var scratch [2048]byte
+	c := &canon{h: h, skip: skip, buf: scratch[:0]}
 	c.tag('v', keyVersion)
 	if global {
 		c.tag('g', "")
@@ -200,6 +214,7 @@ func (r *Request) key(global bool, skip string) string {
 	} else {
 		c.value(root, "")
 	}
+	c.flush()
 	return hex.EncodeToString(h.Sum(nil))
 }
 

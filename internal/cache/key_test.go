@@ -146,3 +146,11 @@ func TestDirectives(t *testing.T) {
 		}
 	}
 }
+
+func BenchmarkKey(b *testing.B) {
+	r := req(ProtoChat, `{"model":"m","temperature":0,"max_tokens":64,"messages":[{"role":"system","content":"You are terse."},{"role":"user","content":"Say something about the quick brown fox, please."}],"tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object","properties":{"a":{"type":"string"}}}}}]}`)
+	b.ReportAllocs()
+	for b.Loop() {
+		_ = r.key(false, "")
+	}
+}
