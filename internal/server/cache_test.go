@@ -370,7 +370,7 @@ func TestCacheFloodStaysBounded(t *testing.T) {
 		go func() {
 			for i := range 150 {
 				body := fmt.Sprintf(`{"model":"m","temperature":0,"messages":[{"role":"user","content":"%d-%d %s"}]}`, w, i, pad)
-				a, err := sendTo(g.URL+"/v1/chat/completions", body, "Authorization", "Bearer sk-acme")
+				a, err := send(g.URL, body, "Authorization", "Bearer sk-acme")
 				if err == nil && a.Status != 200 {
 					err = fmt.Errorf("status %d", a.Status)
 				}
@@ -390,22 +390,6 @@ func TestCacheFloodStaysBounded(t *testing.T) {
 	if st.Bytes() > 1<<20 || st.Bytes() < 1<<19 || st.Len() >= 1200 {
 		t.Fatalf("the store holds %d bytes in %d entries after 1200 distinct answers", st.Bytes(), st.Len())
 	}
-}
-
-// sendTo posts body to url without t (load goroutines).
-func sendTo(url, body string, headers ...string) (answer, error) {
-	req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
-	for i := 0; i+1 < len(headers); i += 2 {
-		req.Header.Set(headers[i], headers[i+1])
-	}
-	resp, err := fleetClient.Do(req)
-	if err != nil {
-		return answer{}, err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	return answer{resp.StatusCode, resp.Header, string(b)}, err
 }
 
 // Two replicas share one cache through Redis: a question answered on one
