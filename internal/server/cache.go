@@ -89,11 +89,11 @@ func (s *Server) cached(r *http.Request, proto Protocol, cproto string, in *inco
 		req := &cache.Request{Protocol: cproto, Model: in.rt.Model.Name, Tenant: in.id.Label(), Stream: in.stream,
 			Body: in.body, Header: r.Header}
 		l := c.Lookup(r.Context(), p, req, s.embedder(r, in))
-		w.Header().Set("X-Switchboard-Cache", l.Result)
 		if l.Result == cache.Hit {
 			s.replayHit(w, r, proto, in, c, l)
 			return
 		}
+		w.Header().Set("X-Switchboard-Cache", l.Result)
 		rec := l.Recorder(w)
 		if rec == nil {
 			serve(w)
@@ -121,6 +121,7 @@ func (s *Server) replayHit(w http.ResponseWriter, r *http.Request, proto Protoco
 	for k, v := range e.Header {
 		h[k] = v
 	}
+	h.Set("X-Switchboard-Cache", cache.Hit)
 	h.Set("Age", strconv.FormatInt(int64(l.Age/time.Second), 10))
 	if u, _ := r.Context().Value(usageRecordKey{}).(*usageRecord); u != nil {
 		u.row.CacheHit, u.row.Provider, u.row.ProviderModel, u.row.ServedModel = true, e.Provider, e.ProviderModel, e.ServedModel

@@ -300,7 +300,7 @@ func TestCacheHitCountsInRPM(t *testing.T) {
 		waitStored(t, g, 1)
 	}
 	a := g.post("/v1/chat/completions", body, "Authorization", "Bearer sk-acme")
-	if a.Status != 429 || !strings.Contains(a.Body, "rate_limit_exceeded") || a.Header.Get("Retry-After") == "" {
+	if a.Status != 429 || !strings.Contains(a.Body, "rate_limit_exceeded") || a.Header.Get("Retry-After") == "" || a.Header.Get("X-Switchboard-Cache") != "" {
 		t.Fatalf("fourth request (a hit over the rpm): %d %s", a.Status, a.Body)
 	}
 	if g.mock("a").Calls() != 1 {
