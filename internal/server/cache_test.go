@@ -44,7 +44,10 @@ auth:
     sk-acme-2: {tenant: acme}
     sk-other: {tenant: other}
 performance: {probing_enabled: false}
-cache: {enabled: true}
+# A long store deadline: under -race on a loaded machine a SQLite write
+# takes longer than the default 100 ms (TestCacheStoreDownIsAMiss is about
+# slow stores).
+cache: {enabled: true, timeout: 10s}
 `
 
 // cacheStore opens the cache store kind ("memory", "sqlite", "redis"; rs
@@ -60,7 +63,11 @@ func cacheStore(t *testing.T, kind string, rs *redistest.Server) (cache.Store, c
 		t.Cleanup(func() { st.Close() })
 		return st, cache.NewMemoryIndex(1000, nil)
 	case "redis":
-		c, err := queue.Dial(rs.URL, time.Second, time.Second, 16)
+		// A long command timeout, as in the fleet tests: these tests are
+		// about what is stored and shared, and on a loaded machine a short
+		// one turns puts into misses (TestCacheStoreDownIsAMiss is about
+		// those).
+		c, err := queue.Dial(rs.URL, 10*time.Second, time.Second, 16)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -91,7 +98,7 @@ func cacheGateway(t *testing.T, yaml string, st cache.Store, idx cache.Index, ad
 	}
 	if st != nil {
 		s.SetCache(cache.New(cache.Options{Store: st, Index: idx, Clock: s.Clock, Log: s.Log, Registerer: s.Metrics.Registry,
-			Timeout: 2 * time.Second}))
+			Timeout: 10 * time.Second}))
 	}
 	s.Apply(cfg)
 	ts := httptest.NewServer(s.Handler())
@@ -107,13 +114,21 @@ func cacheGateway(t *testing.T, yaml string, st cache.Store, idx cache.Index, ad
 // answer reaches its client before it is stored.
 func waitStored(t *testing.T, g *gateway, n int) {
 	t.Helper()
-	for range 1000 {
+	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(2 * time.Millisecond) {
 		if storedCount(t, g) >= n {
 			return
 		}
-		time.Sleep(2 * time.Millisecond)
 	}
-	t.Fatalf("%d answers stored, want %d", storedCount(t, g), n)
+	var outcomes []string
+	mfs, _ := g.Metrics.Registry.Gather()
+	for _, mf := range mfs {
+		if mf.GetName() == "switchboard_cache_stores_total" || mf.GetName() == "switchboard_cache_errors_total" {
+			for _, m := range mf.GetMetric() {
+				outcomes = append(outcomes, fmt.Sprintf("%s%v=%v", mf.GetName(), m.GetLabel(), m.GetCounter().GetValue()))
+			}
+		}
+	}
+	t.Fatalf("%d answers stored, want %d; %v\n%s", storedCount(t, g), n, outcomes, g.logs.String())
 }
 
 func storedCount(t *testing.T, g *gateway) int {
@@ -225,7 +240,7 @@ func TestCacheTenantIsolation(t *testing.T) {
 	if a := g.post("/v1/chat/completions", body, "Authorization", "Bearer sk-acme-2"); a.Header.Get("X-Switchboard-Cache") != "hit" {
 		t.Fatalf("another key of the tenant: %v", a.Header)
 	}
-	global, _ := cacheGateway(t, strings.Replace(cacheYAML, "cache: {enabled: true}", "cache: {enabled: true, scope: global}", 1), nil, nil, nil)
+	global, _ := cacheGateway(t, strings.Replace(cacheYAML, "cache: {enabled: true, timeout: 10s}", "cache: {enabled: true, timeout: 10s, scope: global}", 1), nil, nil, nil)
 	global.post("/v1/chat/completions", body, "Authorization", "Bearer sk-acme")
 	waitStored(t, global, 1)
 	if a := global.post("/v1/chat/completions", body, "Authorization", "Bearer sk-other"); a.Header.Get("X-Switchboard-Cache") != "hit" {
@@ -361,7 +376,7 @@ func TestCacheStoresOnlyCompleteAnswers(t *testing.T) {
 // A flood of distinct requests keeps the memory store within
 // cache.max_bytes.
 func TestCacheFloodStaysBounded(t *testing.T) {
-	yaml := strings.Replace(cacheYAML, "cache: {enabled: true}", "cache: {enabled: true, max_bytes: 1048576}", 1)
+	yaml := strings.Replace(cacheYAML, "cache: {enabled: true, timeout: 10s}", "cache: {enabled: true, timeout: 10s, max_bytes: 1048576}", 1)
 	st := cache.NewMemory(nil)
 	g, _ := cacheGateway(t, yaml, st, nil, nil)
 	pad := strings.Repeat("p", 2000)
@@ -488,7 +503,7 @@ func TestCacheSemantic(t *testing.T) {
 	yaml = strings.Replace(yaml, "models:\n", "models:\n  - name: emb\n    providers: [{provider: embedder, model: emb-1}]\n", 1)
 	yaml = strings.Replace(yaml, "pricing:\n", "pricing:\n  embedder: {emb-1: {input: 0.1, output: 0, context: 10000, max_output: 1}}\n", 1)
 	yaml = strings.Replace(yaml, "{tenant: acme}", "{tenant: acme, rpm: 100, budget_usd: 1}", 2)
-	yaml = strings.Replace(yaml, "cache: {enabled: true}", "cache: {enabled: true, semantic: {embedding_model: emb, threshold: 0.95}}", 1)
+	yaml = strings.Replace(yaml, "cache: {enabled: true, timeout: 10s}", "cache: {enabled: true, timeout: 10s, semantic: {embedding_model: emb, threshold: 0.95}}", 1)
 	g, ul := cacheGateway(t, yaml, nil, nil, nil)
 	ask := func(q, key string) answer {
 		return g.post("/v1/chat/completions", `{"model":"m","temperature":0,"messages":[{"role":"user","content":"`+q+`"}]}`,
