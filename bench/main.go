@@ -12,6 +12,7 @@
 //	bench soak --gateway PATH [--duration 10m]   long mixed load with faults: leaks?
 //	bench hedge --gateway PATH            TTFT tail with hedging off and on (see hedge.go)
 //	bench cache --gateway PATH            a cache hit's latency against the bare proxy's (see cache.go)
+//	bench ledger --gateway PATH --store sqlite|redis [--requests N]   the long metered run (see ledger.go)
 //
 // Every part runs in its own process so that each one's CPU time and RSS
 // can be read from /proc. ./scripts/bench builds everything and runs it;
@@ -56,8 +57,10 @@ func dispatch(args []string) int {
 		return hedgeMain(args)
 	case "cache":
 		return cacheMain(args)
+	case "ledger":
+		return ledgerMain(args)
 	}
-	fmt.Fprintf(os.Stderr, "bench: unknown command %q (run, upstream, baseline, loadgen, report, compare, soak, hedge, cache)\n", cmd)
+	fmt.Fprintf(os.Stderr, "bench: unknown command %q (run, upstream, baseline, loadgen, report, compare, soak, hedge, cache, ledger)\n", cmd)
 	return 2
 }
 

@@ -144,4 +144,20 @@ func TestSmoke(t *testing.T) {
 			t.Errorf("cache %s stream=%v: errors %d, p50 %v ms, %d hits (want %d)", r.Target, r.Stream, r.Errors, r.P50, r.Hits, want)
 		}
 	}
+
+	// The ledger mode, briefly, on each store it runs on: every request
+	// served and counted, its cost settled exactly, nothing held.
+	for _, st := range []string{meterSQLite, meterRedis} {
+		if st == meterRedis && redisBinary() == "" && os.Getenv("CI") == "" {
+			t.Log("ledger redis skipped: redis-server is not installed")
+			continue
+		}
+		lr, err := Ledger(gw, st, out, 300, 4, testWriter{t})
+		if err != nil {
+			t.Fatalf("ledger %s: %v", st, err)
+		}
+		if lr.Served != 300 || lr.Refused != 0 || lr.Counted != 300 || lr.Settled != lr.Expected || lr.Held != 0 || len(lr.Samples) == 0 {
+			t.Errorf("ledger %s: %+v", st, lr)
+		}
+	}
 }

@@ -8,10 +8,10 @@ import (
 // TestCacheGeminiInbound is the Gemini case of the cache tests, for when
 // Gemini inbound (generateContent, streamGenerateContent) lands: its
 // handler passes cache.ProtoGemini to s.cached as the others do (see
-// cache.go; Request.Stream is the path's verb), and this test is enabled
-// by deleting the Skip.
+// internal/inference/cache.go; Request.Stream is the path's verb), and
+// this test is enabled by deleting the Skip.
 func TestCacheGeminiInbound(t *testing.T) {
-	t.Skip("Gemini inbound is not on main yet: enable with the Gemini handler's s.cached wiring")
+	t.Skip("Gemini inbound routes are not served yet (internal/translate has the translation): enable with the Gemini handler's s.cached wiring")
 	g, _ := cacheGateway(t, cacheYAML, nil, nil, nil)
 	body := `{"contents":[{"role":"user","parts":[{"text":"hi"}]}],"generationConfig":{"temperature":0}}`
 	for i, path := range []string{"/v1beta/models/m:generateContent", "/v1beta/models/m:streamGenerateContent?alt=sse",

@@ -19,6 +19,7 @@ import (
 	"switchboard/internal/admit"
 	"switchboard/internal/cache"
 	"switchboard/internal/config"
+	"switchboard/internal/front"
 	"switchboard/internal/queue"
 	"switchboard/internal/store"
 	"switchboard/internal/store/redistest"
@@ -90,7 +91,7 @@ func cacheGateway(t *testing.T, yaml string, st cache.Store, idx cache.Index, ad
 		t.Fatal(err)
 	}
 	logs := &syncBuffer{ch: make(chan struct{}, 1)}
-	s := New(slog.New(LogHandler{slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo})}), nil, nil)
+	s := New(slog.New(front.LogHandler{Handler: slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo})}), nil, nil)
 	ul := usagelog.NewLog(db, usagelog.Options{Registerer: s.Metrics.Registry})
 	s.SetUsageLog(ul)
 	if adm != nil {
