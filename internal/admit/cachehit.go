@@ -14,15 +14,15 @@ import (
 // hitProvider labels refusals of cache hits in switchboard_rejected_total.
 const hitProvider = "cache"
 
-// CountHit counts a request answered from the response cache as a
-// request of id: against its key's and its tenant's rpm, in the same
-// buckets as its provider attempts, so a hit can be refused with the same
-// 429. Nothing else: no concurrency slot, no tokens, no spend, no attempt
-// record, and not the daily count (daily_requests caps provider
-// attempts); the decision's rolling-day count goes to a ledger of the
-// tenant's hits ("\ncache:<tenant>"), apart from its own. The advice is
-// the tightest rpm counter after the hit. A store that cannot decide lets
-// the hit through, as rates fail open.
+// CountHit counts a request answered from the response cache as a request
+// of id: against its key's and its tenant's rpm, in the same buckets as
+// its provider attempts, so a hit can be refused with the same 429.
+// Nothing else: no concurrency slot, no tokens, no spend, no attempt
+// record, and not the daily count (daily_requests caps the requests that
+// reach a provider); the decision's rolling-day count goes to a ledger of
+// the tenant's hits ("\ncache:<tenant>"), apart from its own. The advice
+// is the tightest rpm counter after the hit. A store that cannot decide
+// lets the hit through, as rates fail open.
 func (c *Controller) CountHit(ctx context.Context, id *tenant.Identity) (Advice, *Refusal) {
 	s := c.snap.Load()
 	if s == nil || id == nil || id.Tenant == "" {

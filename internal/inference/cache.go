@@ -205,8 +205,13 @@ func (s *Plane) embedder(r *http.Request, in *incoming) cache.Embedder {
 		}
 		ein := &incoming{snap: in.snap, id: in.id, body: body, model: model, rt: rt}
 		call := s.call(r, ein, provider.Embeddings, body)
+		// One request of the caller's, as do makes it (its tenant counters
+		// count once whatever the retries), but not do itself: the usage
+		// row's provider is the answer's, not the embedding's.
+		ctx, rq := admit.WithRequest(ctx)
 		res, fail := s.serve(ctx, ein, call)
 		if fail != nil {
+			s.Admission.Unanswered(rq)
 			return nil, embedFailure(model, fail)
 		}
 		defer res.Close()

@@ -540,6 +540,39 @@ func TestCacheSemantic(t *testing.T) {
 	}
 }
 
+// The semantic cache's embedding call is one request of the caller's:
+// under limits.tenant_counting: request its retries count once in the
+// tenant's rpm, as a client request's do. With rpm 4, a miss (embedding
+// retried on a second provider, then the answer) and a semantic hit
+// (embedding, then the hit) fit; counted per attempt they would not.
+func TestCacheSemanticEmbeddingCountsOnce(t *testing.T) {
+	url, _ := embeddingUpstream(t, map[string]string{
+		"what is the capital of France": "[1, 0, 0]",
+		"capital of France?":            "[0.99, 0.1, 0]",
+	})
+	yaml := strings.Replace(cacheYAML, "providers:\n", "providers:\n  down: {type: mock, mock: {fail_rate: 1}}\n  embedder: {base_url: "+url+", api_key: k}\n", 1)
+	yaml = strings.Replace(yaml, "models:\n", "models:\n  - name: emb\n    providers: [{provider: down, model: emb-0}, {provider: embedder, model: emb-1}]\n", 1)
+	yaml = strings.Replace(yaml, "{tenant: acme}", "{tenant: acme, rpm: 4}", 2) + "retries: {max_attempts: 1}\n"
+	yaml = strings.Replace(yaml, "cache: {enabled: true, timeout: 10s}", "cache: {enabled: true, timeout: 10s, semantic: {embedding_model: emb, threshold: 0.95}}", 1)
+	g, _ := cacheGateway(t, yaml, nil, nil, nil)
+	ask := func(q string) answer {
+		return g.post("/v1/chat/completions", `{"model":"m","temperature":0,"messages":[{"role":"user","content":"`+q+`"}]}`,
+			"Authorization", "Bearer sk-acme")
+	}
+	first := ask("what is the capital of France")
+	if first.Status != 200 || g.mock("down").Calls() == 0 {
+		t.Fatalf("first: %d, %d calls to the failing embedder\n%s", first.Status, g.mock("down").Calls(), first.Body)
+	}
+	waitStored(t, g, 1)
+	near := ask("capital of France?")
+	if near.Status != 200 || near.Header.Get("X-Switchboard-Cache") != "hit" {
+		t.Fatalf("near question: %d %v\n%s\n%s", near.Status, near.Header, near.Body, g.logs.String())
+	}
+	if g.mock("a").Calls() != 1 {
+		t.Fatalf("%d chat calls", g.mock("a").Calls())
+	}
+}
+
 // The admin page shows what the cache saved: the overview's totals and
 // per tenant, drawn in Chromium; /metrics counts hits, misses, bytes and
 // the saving.
