@@ -23,6 +23,7 @@ import (
 	"net/http/pprof"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -34,6 +35,7 @@ import (
 	reloadpkg "switchboard/internal/reload"
 	"switchboard/internal/server"
 	"switchboard/internal/store"
+	"switchboard/internal/visible"
 )
 
 func main() {
@@ -132,11 +134,9 @@ func check(args []string, stdout, stderr io.Writer) int {
 			code = 1
 			continue
 		}
-		for _, w := range cfg.Warnings {
-			fmt.Fprintln(stdout, "warning:", w)
-		}
-		for _, w := range admit.BudgetWarnings(cfg) {
-			fmt.Fprintln(stdout, "warning:", w)
+		// Warnings name the file's own keys: escaped, as errors are.
+		for _, w := range slices.Concat(cfg.Warnings, admit.BudgetWarnings(cfg)) {
+			fmt.Fprintln(stdout, "warning:", visible.Escape(w))
 		}
 		fmt.Fprintf(stdout, "%s: ok (%s, %s)\n", p, plural(len(cfg.Providers), "provider"), plural(len(cfg.Models), "model"))
 	}

@@ -18,7 +18,7 @@ import (
 // path. Problems in the file come back together as *Errors; a read failure
 // is returned as is (errors.Is(err, fs.ErrNotExist) works).
 func Load(path string) (*Config, error) {
-	data, err := os.ReadFile(path)
+	data, err := ReadFile(path, MaxConfigBytes)
 	if err != nil {
 		return nil, err
 	}
@@ -72,6 +72,7 @@ func parse(data []byte, filename string, getenv func(string) (string, bool)) (*C
 		sort.SliceStable(l.errs, func(i, j int) bool { return l.errs[i].Line < l.errs[j].Line })
 		return nil, &l.errs
 	}
+	c.Warnings = append(c.Warnings, l.warnings...)
 	c.Warnings = append(c.Warnings, l.cloudWarnings(c)...)
 	if w := noOperator(&c.Auth); w != "" {
 		c.Warnings = append(c.Warnings, w)

@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"io"
 	"log/slog"
 	"maps"
 	"os"
@@ -82,14 +83,24 @@ func watch(ctx context.Context, path string, last []byte, poll time.Duration, lo
 }
 
 // digest is the file's content hash, nil when it cannot be read (mid-save).
+// At most maxDigest bytes are hashed, streamed: a path that names something
+// endless (a symlink to /dev/zero) costs a bounded read per poll, never
+// memory; the config loader refuses such a file with its own error.
 func digest(path string) []byte {
-	b, err := os.ReadFile(path)
+	f, err := os.Open(path)
 	if err != nil {
 		return nil
 	}
-	h := sha256.Sum256(b)
-	return h[:]
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, io.LimitReader(f, maxDigest)); err != nil {
+		return nil
+	}
+	return h.Sum(nil)
 }
+
+// maxDigest is the largest file the loader reads (config.MaxKeysFileBytes).
+const maxDigest = 64 << 20
 
 // Files keeps one Watch running per file with one poll interval, and
 // restarts them when a reload changes the interval or the files, so
