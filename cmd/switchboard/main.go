@@ -246,6 +246,12 @@ func serve(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	defer closeUsage()
+	closeCache, err := openCache(cfg, stateDir, srv, log)
+	if err != nil {
+		log.Error("cannot open the response cache", "store", cacheStoreKind(cfg), "error", err.Error())
+		return 1
+	}
+	defer closeCache()
 	if rs, ok := st.(*store.Redis); ok {
 		// A fleet: provider health is shared too (see docs/fleet.md).
 		srv.JoinFleet(rs)

@@ -45,6 +45,8 @@ type Config struct {
 	// Alerts sends budget, circuit and queue events to a webhook
 	// (alerts.go); off by default.
 	Alerts Alerts `yaml:"alerts"`
+	// Cache is the response cache (cache.go); off by default.
+	Cache Cache `yaml:"cache"`
 	// Hedge starts an extra attempt when a provider is slow to answer, for
 	// every model without its own hedge: section; nil = off (see Hedge).
 	Hedge *Hedge `yaml:"hedge"`
@@ -207,6 +209,9 @@ type Model struct {
 	// Hedge overrides the global hedge: section for this model; nil = the
 	// global one (see Hedge).
 	Hedge *Hedge `yaml:"hedge"`
+	// Cache overrides the global cache: section for this model (and turns
+	// the cache on for it); nil = the global one (see Cache).
+	Cache *Cache `yaml:"cache"`
 }
 
 // ModelProvider is one provider entry of a model.

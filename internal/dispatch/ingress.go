@@ -90,7 +90,7 @@ type jobMeta struct {
 }
 
 // jobHeaders are the client headers a worker's handler reads.
-var jobHeaders = append([]string{"Anthropic-Version", "Content-Type", tags.Header}, front.Forwarded...)
+var jobHeaders = append([]string{"Anthropic-Version", "Content-Type", "Cache-Control", tags.Header}, front.Forwarded...)
 
 func (p *Plane) encodeJob(r *http.Request, in *Request) []byte {
 	m := jobMeta{Path: r.URL.Path, Model: in.Model, RequestID: front.RequestID(r.Context())}

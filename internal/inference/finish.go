@@ -64,6 +64,7 @@ func (s *Plane) answerUnary(ctx context.Context, w http.ResponseWriter, rt *rout
 	rt = servedRoute(res, rt)
 	s.Prober.AfterRequest(rt)
 	front.WriteUnary(w, status, s.secrets().Bytes(body))
+	s.noteUnary(w, res, rt)
 	if !s.Log.Enabled(ctx, slog.LevelInfo) {
 		return
 	}

@@ -34,7 +34,7 @@ func (s *Plane) Endpoint(ep provider.Endpoint) front.Handler {
 		}
 		w, r, u := s.beginUsage(w, r, in, ep)
 		defer s.endUsage(r, u)
-		s.idempotent(w, r, front.OpenAI, in, func(w http.ResponseWriter) {
+		s.idempotent(w, r, front.OpenAI, in, s.cached(r, front.OpenAI, cacheProtocol(ep), in, func(w http.ResponseWriter) {
 			if s.queued(r) {
 				s.dispatch(w, r, front.OpenAI, ep, in)
 				return
@@ -48,7 +48,7 @@ func (s *Plane) Endpoint(ep provider.Endpoint) front.Handler {
 			defer res.Close()
 			s.advise(w, in, res)
 			s.relay(w, r, res, ep, in.rt, call.Opts.Inspect || call.Meter)
-		})
+		}))
 	}
 }
 

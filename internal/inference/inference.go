@@ -5,10 +5,11 @@
 // the body, admits it, runs it under its Idempotency-Key, hands it to
 // queue dispatch or runs the attempt loop here (with the model's
 // fallbacks), and relays the answer in the client's protocol, measuring
-// and settling it on the way; every request leaves a usage row. It may
-// call the proxy's attempt loop, routing, admission, idempotency, queue
-// dispatch, the usage log and front; never the server or the operator
-// plane.
+// and settling it on the way; a cached model's request is looked up in the
+// response cache first and a complete answer stored; every request leaves
+// a usage row. It may call the proxy's attempt loop, routing, admission,
+// idempotency, the response cache, queue dispatch, the usage log and
+// front; never the server or the operator plane.
 package inference
 
 import (
@@ -17,6 +18,7 @@ import (
 
 	"switchboard/internal/admit"
 	"switchboard/internal/alerts"
+	"switchboard/internal/cache"
 	"switchboard/internal/clock"
 	"switchboard/internal/dispatch"
 	"switchboard/internal/idempotency"
@@ -53,6 +55,9 @@ type Plane struct {
 	Snap func() *snapshot.Snapshot
 	// UsageLog is the per-request usage log (nil: off).
 	UsageLog func() *usagelog.Log
+	// Cache is the response cache (nil, or returning nil: no model is
+	// cached); the snapshot holds each cached model's policy.
+	Cache func() *cache.Cache
 	// Cutting reports that the drain bound was reached and the remaining
 	// connections are being closed: streams ending now were cut.
 	Cutting func() bool

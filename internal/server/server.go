@@ -25,6 +25,7 @@ import (
 
 	"switchboard/internal/admin"
 	"switchboard/internal/admit"
+	"switchboard/internal/cache"
 	"switchboard/internal/clock"
 	"switchboard/internal/config"
 	"switchboard/internal/connlimit"
@@ -73,6 +74,8 @@ type Server struct {
 	op *operator.Plane
 	// usage is the per-request usage log (nil: off).
 	usage atomic.Pointer[usagelog.Log]
+	// cache is the response cache (nil until a config caches a model).
+	cache atomic.Pointer[cache.Cache]
 	proxy *proxy.Proxy
 	// selector applies each model's routing policy (its Busy is the
 	// proxy's in-flight count).
@@ -130,7 +133,7 @@ func New(log *slog.Logger, clk clock.Clock, client *http.Client) *Server {
 	s.proxy.Busy = s.selector.Busy
 	s.Prober.Serving = s.selector.Preferred // e.g. lowest_latency probes the others, not the one it uses
 	s.inf = &inference.Plane{Log: log, Clock: clk, Metrics: s.Metrics, Stats: s.Stats, Prober: s.Prober, Selector: s.selector,
-		Proxy: s.proxy, Snap: s.Snapshot, UsageLog: s.UsageLog, Cutting: s.cutting.Load,
+		Proxy: s.proxy, Snap: s.Snapshot, UsageLog: s.UsageLog, Cache: s.Cache, Cutting: s.cutting.Load,
 		Meter: s.obs.meter, Alerts: s.obs.alerts.Load}
 	s.op = &operator.Plane{Log: log, Clock: clk, Health: s.Health, Stats: s.Stats, Selector: s.selector,
 		UsageLog: s.UsageLog, Draining: func() bool { return s.stopping.Load() || s.draining.Load() }}
@@ -202,6 +205,7 @@ func (s *Server) Apply(cfg *config.Config) {
 	s.Stats.SetWindow(cfg.Performance.SampleWindow.D())
 	s.Prober.SetMaxPerMinute(cfg.Performance.ProbeMaxPerMinute)
 	snap := snapshot.New(cfg, table, s.Clock.Now())
+	s.applyCache(snap)
 	s.snap.Store(snap)
 	if l := s.conns.Load(); l != nil {
 		l.SetMax(maxConnections(cfg))

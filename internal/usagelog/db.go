@@ -59,7 +59,9 @@ CREATE TABLE IF NOT EXISTS usage_log (
 	stream            INTEGER NOT NULL,
 	unpriced          INTEGER NOT NULL DEFAULT 0,
 	served_model      TEXT NOT NULL DEFAULT '',
-	tags              TEXT
+	tags              TEXT,
+	cache_hit         INTEGER NOT NULL DEFAULT 0,
+	saved_nano        INTEGER NOT NULL DEFAULT 0
 );
 -- The one index: every query selects a time range. Each index costs the
 -- writer about 1.5 µs per row.
@@ -128,6 +130,8 @@ var addedColumns = []struct{ name, decl, zero string }{
 	// tags: a JSON object with sorted keys, NULL without tags
 	// (json_extract of NULL is NULL: no row matches a tag filter).
 	{"tags", "TEXT", "NULL"},
+	{"cache_hit", "INTEGER NOT NULL DEFAULT 0", "0"},
+	{"saved_nano", "INTEGER NOT NULL DEFAULT 0", "0"},
 }
 
 // missingColumns lists the addedColumns the file's table lacks.
@@ -216,7 +220,7 @@ func (d *DB) Path() string { return d.path }
 
 const insertRow = `INSERT INTO usage_log (ts_ms, request_id, tenant, key_id, model, provider, provider_model,
 	endpoint, status, attempts, prompt_tokens, completion_tokens, cost_nano, held_nano, ttft_ms, duration_ms, stream, unpriced,
-	served_model, tags) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	served_model, tags, cache_hit, saved_nano) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 
 // insert writes rows in one transaction; meta (may be nil) is written in
 // the same one (a fleet drain's position, so that a crash never skips or
@@ -240,7 +244,7 @@ func (d *DB) insert(ctx context.Context, rows []Row, meta map[string]string) err
 		}
 		if _, err := st.ExecContext(ctx, r.Time.UnixMilli(), r.RequestID, r.Tenant, r.KeyID, r.Model, r.Provider,
 			r.ProviderModel, r.Endpoint, r.Status, r.Attempts, r.PromptTokens, r.CompletionTokens, r.CostNano,
-			r.HeldNano, ttft, r.DurationMs, r.Stream, r.Unpriced, r.ServedModel, tagsJSON(r.Tags)); err != nil {
+			r.HeldNano, ttft, r.DurationMs, r.Stream, r.Unpriced, r.ServedModel, tagsJSON(r.Tags), r.CacheHit, r.SavedNano); err != nil {
 			return err
 		}
 	}
@@ -356,7 +360,8 @@ func (d *DB) Summarize(ctx context.Context, f Filter, dims []string) ([]Group, e
 	}
 	where, args := f.where()
 	q := "SELECT " + strings.Join(append(sel, "COUNT(*)", "COALESCE(SUM(prompt_tokens),0)", "COALESCE(SUM(completion_tokens),0)",
-		"COALESCE(SUM(cost_nano),0)", "COALESCE(SUM(held_nano),0)", "COALESCE(SUM(unpriced),0)"), ", ") + " FROM " + d.from + where
+		"COALESCE(SUM(cost_nano),0)", "COALESCE(SUM(held_nano),0)", "COALESCE(SUM(unpriced),0)", "COALESCE(SUM(cache_hit),0)",
+		"COALESCE(SUM(saved_nano),0)"), ", ") + " FROM " + d.from + where
 	if len(by) > 0 {
 		q += " GROUP BY " + strings.Join(by, ", ") + " ORDER BY " + strconv.Itoa(len(by)+4) + " DESC, 1"
 	}
@@ -370,11 +375,12 @@ func (d *DB) Summarize(ctx context.Context, f Filter, dims []string) ([]Group, e
 	for rows.Next() {
 		keys := make([]sql.NullString, len(dims))
 		g := Group{Keys: make(map[string]string, len(dims))}
-		dest := make([]any, 0, len(dims)+6)
+		dest := make([]any, 0, len(dims)+8)
 		for i := range keys {
 			dest = append(dest, &keys[i])
 		}
-		dest = append(dest, &g.Requests, &g.PromptTokens, &g.CompletionTokens, &g.CostNano, &g.HeldNano, &g.Unpriced)
+		dest = append(dest, &g.Requests, &g.PromptTokens, &g.CompletionTokens, &g.CostNano, &g.HeldNano, &g.Unpriced, &g.CacheHits,
+			&g.SavedNano)
 		if err := rows.Scan(dest...); err != nil {
 			return nil, err
 		}
@@ -390,7 +396,8 @@ func (d *DB) Summarize(ctx context.Context, f Filter, dims []string) ([]Group, e
 }
 
 const selectRow = `SELECT id, ts_ms, request_id, tenant, key_id, model, provider, provider_model, endpoint, status,
-	attempts, prompt_tokens, completion_tokens, cost_nano, held_nano, ttft_ms, duration_ms, stream, unpriced, served_model, tags
+	attempts, prompt_tokens, completion_tokens, cost_nano, held_nano, ttft_ms, duration_ms, stream, unpriced, served_model, tags,
+	cache_hit, saved_nano
 	FROM `
 
 // MaxPage bounds a page of rows.
@@ -450,7 +457,7 @@ func (d *DB) each(ctx context.Context, f Filter, cursor int64, limit int, fn fun
 		var tg sql.NullString
 		if err := rows.Scan(&r.ID, &ts, &r.RequestID, &r.Tenant, &r.KeyID, &r.Model, &r.Provider, &r.ProviderModel,
 			&r.Endpoint, &r.Status, &r.Attempts, &r.PromptTokens, &r.CompletionTokens, &r.CostNano, &r.HeldNano,
-			&ttft, &r.DurationMs, &r.Stream, &r.Unpriced, &r.ServedModel, &tg); err != nil {
+			&ttft, &r.DurationMs, &r.Stream, &r.Unpriced, &r.ServedModel, &tg, &r.CacheHit, &r.SavedNano); err != nil {
 			return err
 		}
 		if tg.Valid && tg.String != "" {

@@ -62,6 +62,11 @@ type Row struct {
 	// Tags are the request's tags (X-Switchboard-Tags or metadata); nil
 	// when it had none.
 	Tags map[string]string `json:"tags,omitempty"`
+	// CacheHit: the response cache answered (no provider call, cost 0);
+	// SavedNano is what the stored answer originally cost (0 when its
+	// price was unknown).
+	CacheHit  bool  `json:"cache_hit"`
+	SavedNano int64 `json:"saved_nano_usd"`
 }
 
 // MarshalJSON adds cost_usd beside the exact nano-USD amount (null when
@@ -75,9 +80,10 @@ func (r Row) MarshalJSON() ([]byte, error) {
 	}
 	return json.Marshal(struct {
 		plain
-		Time    string   `json:"time"`
-		CostUSD *float64 `json:"cost_usd"`
-	}{plain(r), r.Time.UTC().Format(time.RFC3339Nano), cost})
+		Time     string   `json:"time"`
+		CostUSD  *float64 `json:"cost_usd"`
+		SavedUSD float64  `json:"saved_usd"`
+	}{plain(r), r.Time.UTC().Format(time.RFC3339Nano), cost, usd(r.SavedNano)})
 }
 
 func usd(nano int64) float64 { return float64(nano) / 1e9 }
@@ -123,6 +129,10 @@ type Group struct {
 	HeldNano         int64
 	// Unpriced counts the requests with usage of no known price.
 	Unpriced int64
+	// CacheHits counts the requests the response cache answered;
+	// SavedNano is what their answers originally cost.
+	CacheHits int64
+	SavedNano int64
 }
 
 // MarshalJSON flattens the keys beside the sums.
@@ -138,5 +148,8 @@ func (g Group) MarshalJSON() ([]byte, error) {
 	m["cost_usd"] = usd(g.CostNano)
 	m["held_nano_usd"] = g.HeldNano
 	m["unpriced_requests"] = g.Unpriced
+	m["cache_hits"] = g.CacheHits
+	m["saved_nano_usd"] = g.SavedNano
+	m["saved_usd"] = usd(g.SavedNano)
 	return json.Marshal(m)
 }
