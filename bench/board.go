@@ -76,10 +76,14 @@ func boardPlan(smoke bool) []Mode {
 		Mode{Role: "rss-4k", Kind: kindClosed, Conc: 64, BodyKB: 4, Duration: c1, Slices: 3, Pin: true},
 		// The stream shape: 512 paced streams of 64 tokens at
 		// 20 ms (1.3 s each) started over 0.5 s, with the gateway's
-		// default limits. A stream queued behind a full concurrency gate
-		// waits for a whole stream to end, so 250 ms tells it apart.
+		// default limits. Held is the most streams open at once (answer
+		// headers read, body not ended): a concurrency gate caps it, as
+		// 256 did. A stream queued behind a full gate waits for a whole
+		// stream (1.28 s) before its first token: one whose first token
+		// came after 1 s is counted stalled (on a loaded machine the bare
+		// proxy's streams stall too: read it against the baseline's).
 		Mode{Role: "streams-held", Kind: kindStreamConc, Streams: held, Ramp: 500 * time.Millisecond, Tokens: tokens,
-			Interval: 20 * time.Millisecond, Slices: 1, DefaultLimits: true, StallAfter: 250 * time.Millisecond, Pin: true})
+			Interval: 20 * time.Millisecond, Slices: 1, DefaultLimits: true, StallAfter: time.Second, Pin: true})
 }
 
 // fillBoard names what the board fields change.
@@ -268,8 +272,6 @@ func frontierAt(t *TargetResult, bound float64) FrontierPoint {
 	return FrontierPoint{P99BoundMs: bound}
 }
 
-// held is the streams that completed without a stall.
-func held(t *TargetResult) int64 { return max(0, t.OK-t.Stalled) }
 
 // sweepRows are a sweep's levels and its frontier.
 func sweepRows(d, b, g *TargetResult) []row {
@@ -333,10 +335,10 @@ func boardChecks(r *Report) []Check {
 	}
 	if m := r.mode("streams-held"); m != nil {
 		g, b := m.Targets["gateway"], m.Targets["baseline"]
-		out = append(out, Check{Name: "paced streams held without a stall vs baseline", Mode: m.Name, Want: ">= 1.00",
-			Value: ratio(float64(held(g)), float64(held(b))),
-			Detail: fmt.Sprintf("gateway %d of %d (%d stalled), baseline %d of %d (%d stalled)", held(g), g.Sent, g.Stalled,
-				held(b), b.Sent, b.Stalled)})
+		out = append(out, Check{Name: "concurrent paced streams held vs baseline", Mode: m.Name, Want: ">= 1.00",
+			Value: ratio(float64(g.PeakOpen), float64(b.PeakOpen)),
+			Detail: fmt.Sprintf("gateway %d open at once of %d (%d ok, %d stalled), baseline %d of %d (%d ok, %d stalled)",
+				g.PeakOpen, g.Sent, g.OK, g.Stalled, b.PeakOpen, b.Sent, b.OK, b.Stalled)})
 	}
 	return out
 }

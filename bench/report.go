@@ -332,8 +332,7 @@ func rows(rep *Report, m *ModeResult) []row {
 			metric("peak open streams", func(t *TargetResult) float64 { return float64(t.PeakOpen) }, false)
 		}
 		if m.StallAfter > 0 {
-			metric(fmt.Sprintf("streams held (ok, first token < %v)", m.StallAfter), func(t *TargetResult) float64 { return float64(held(t)) }, true)
-			metric("streams stalled", func(t *TargetResult) float64 { return float64(t.Stalled) }, false)
+			metric(fmt.Sprintf("streams stalled (first token after %v)", m.StallAfter), func(t *TargetResult) float64 { return float64(t.Stalled) }, false)
 		}
 		proxyMetric("proxy CPU µs / chunk", func(t *TargetResult) float64 { return t.ProxyCPUPerOpUs })
 		if m.Kind == kindStreamConc {
