@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"fmt"
+	"os"
 	"os/exec"
 	"runtime"
 	"slices"
@@ -188,6 +189,7 @@ func (a *acc) add(o *acc) {
 	a.peakProxy = max(a.peakProxy, o.peakProxy)
 	a.peakUp = max(a.peakUp, o.peakUp)
 	a.peakLG = max(a.peakLG, o.peakLG)
+	a.peakAnon = max(a.peakAnon, o.peakAnon)
 	x, y := &a.res, &o.res
 	x.Sent += y.Sent
 	x.OK += y.OK
@@ -263,6 +265,22 @@ func frontier(ps []SweepPoint) []FrontierPoint {
 	return out
 }
 
+// procAnon reads RssAnon (KiB): the private part of a process's RSS,
+// without the pages of its executable file, which grow with the binary
+// (the gateway's is about three times the bare proxy's).
+func procAnon(pid int) int64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	for line := range bytes.SplitSeq(b, []byte{'\n'}) {
+		if bytes.HasPrefix(line, []byte("RssAnon:")) {
+			return kbField(line)
+		}
+	}
+	return 0
+}
+
 func frontierAt(t *TargetResult, bound float64) FrontierPoint {
 	for _, f := range t.Frontier {
 		if f.P99BoundMs == bound {
@@ -271,7 +289,6 @@ func frontierAt(t *TargetResult, bound float64) FrontierPoint {
 	}
 	return FrontierPoint{P99BoundMs: bound}
 }
-
 
 // sweepRows are a sweep's levels and its frontier.
 func sweepRows(d, b, g *TargetResult) []row {
@@ -330,8 +347,12 @@ func boardChecks(r *Report) []Check {
 	if m := r.mode("rss-4k"); m != nil {
 		g, b := m.Targets["gateway"], m.Targets["baseline"]
 		out = append(out, Check{Name: "peak RSS vs baseline", Mode: m.Name, Want: "<= 2.0",
-			Value:  ratio(float64(g.ProxyRSSPeakKB), float64(b.ProxyRSSPeakKB)),
-			Detail: fmt.Sprintf("gateway %.1f MB, baseline %.1f MB", kbMB(g.ProxyRSSPeakKB), kbMB(b.ProxyRSSPeakKB))})
+			Value: ratio(float64(g.ProxyRSSPeakKB), float64(b.ProxyRSSPeakKB)),
+			Detail: fmt.Sprintf("gateway %.1f MB, baseline %.1f MB; anonymous (RSS without the executable's pages) %.1f and %.1f MB",
+				kbMB(g.ProxyRSSPeakKB), kbMB(b.ProxyRSSPeakKB), kbMB(g.ProxyAnonPeakKB), kbMB(b.ProxyAnonPeakKB))})
+		out = append(out, Check{Name: "peak anonymous RSS vs baseline (informative)", Mode: m.Name, Want: "<= 2.0",
+			Value:  ratio(float64(g.ProxyAnonPeakKB), float64(b.ProxyAnonPeakKB)),
+			Detail: fmt.Sprintf("gateway %.1f MB, baseline %.1f MB", kbMB(g.ProxyAnonPeakKB), kbMB(b.ProxyAnonPeakKB))})
 	}
 	if m := r.mode("streams-held"); m != nil {
 		g, b := m.Targets["gateway"], m.Targets["baseline"]

@@ -612,6 +612,7 @@ type acc struct {
 	busy, total               int64
 	rssIdle                   int64
 	peakProxy, peakUp, peakLG int64
+	peakAnon                  int64 // the proxy's private (anonymous) RSS
 }
 
 func (h *harness) runMode(mi int, m Mode, mr *ModeResult) error {
@@ -752,6 +753,7 @@ func (h *harness) measure(m Mode, t *target, d time.Duration, a *acc, id string)
 		a.cpuOwn += cpu1[i] - cpu0[i]
 	}
 	a.peakProxy = max(a.peakProxy, peaks[0])
+	a.peakAnon = max(a.peakAnon, smp.anon)
 	a.peakUp = max(a.peakUp, peaks[1])
 	a.peakLG = max(a.peakLG, peaks[2])
 	a.elapsed += r.Elapsed
@@ -805,6 +807,7 @@ func cpuOf(pids []int) []int64 {
 type sampler struct {
 	pids  []int
 	peaks []int64
+	anon  int64 // peak RssAnon of pids[0]
 	quit  chan struct{}
 	done  chan struct{}
 }
@@ -820,6 +823,9 @@ func startSampler(pids []int) *sampler {
 				if p != 0 {
 					if rss, _, err := procStatus(p); err == nil {
 						s.peaks[i] = max(s.peaks[i], rss)
+						if i == 0 {
+							s.anon = max(s.anon, procAnon(p))
+						}
 					}
 				}
 			}
@@ -875,7 +881,7 @@ func finish(m Mode, t *target, a *acc) *TargetResult {
 		tr.ForeignCPU = max(0, (busySec-float64(a.cpuOwn)/1e9)/a.elapsed.Seconds())
 	}
 	if t.proxy != nil {
-		tr.ProxyRSSIdleKB, tr.ProxyRSSPeakKB = a.rssIdle, a.peakProxy
+		tr.ProxyRSSIdleKB, tr.ProxyRSSPeakKB, tr.ProxyAnonPeakKB = a.rssIdle, a.peakProxy, a.peakAnon
 		if x.PeakOpen > 0 && m.Kind == kindStreamConc {
 			tr.PerStreamKB = float64(a.peakProxy-a.rssIdle) / float64(x.PeakOpen)
 		}

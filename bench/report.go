@@ -72,6 +72,7 @@ type TargetResult struct {
 	// direct). PerStreamKB is (peak - idle RSS) / peak open streams.
 	ProxyRSSIdleKB    int64   `json:"proxy_rss_idle_kb"`
 	ProxyRSSPeakKB    int64   `json:"proxy_rss_peak_kb"`
+	ProxyAnonPeakKB   int64   `json:"proxy_rss_anon_peak_kb"`
 	PerStreamKB       float64 `json:"proxy_kb_per_stream"`
 	UpstreamRSSPeakKB int64   `json:"upstream_rss_peak_kb"`
 	LoadgenRSSPeakKB  int64   `json:"loadgen_rss_peak_kb"`
@@ -340,6 +341,7 @@ func rows(rep *Report, m *ModeResult) []row {
 		}
 	}
 	proxyMetric("proxy peak RSS MB", func(t *TargetResult) float64 { return kbMB(t.ProxyRSSPeakKB) })
+	proxyMetric("proxy peak RSS anonymous MB", func(t *TargetResult) float64 { return kbMB(t.ProxyAnonPeakKB) })
 	r := row{label: "CPU % of a core: loadgen/all/foreign"}
 	for i, t := range all {
 		r.vals[i] = fmt.Sprintf("%.0f / %.0f / %.0f", 100*t.LoadgenCPUSec/math.Max(t.Seconds, 1e-9),
