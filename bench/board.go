@@ -338,10 +338,22 @@ func boardChecks(r *Report) []Check {
 		}
 	}
 	for _, role := range []string{"frontier", "frontier-metered-sqlite", "frontier-metered-redis"} {
-		if m := r.mode(role); m != nil {
-			g, b := frontierAt(m.Targets["gateway"], 5), frontierAt(m.Targets["baseline"], 5)
-			out = append(out, Check{Name: "most rps with p99 < 5 ms vs baseline", Mode: m.Name, Want: ">= 1.00",
-				Value: ratio(g.RPS, b.RPS), Detail: fmt.Sprintf("gateway %.0f rps (c%d), baseline %.0f rps (c%d)", g.RPS, g.Conc, b.RPS, b.Conc)})
+		m := r.mode(role)
+		if m == nil {
+			continue
+		}
+		// The issue judges 5 ms; 50 ms is shown too, since a loaded
+		// machine may keep every level's p99 above 5 ms.
+		for _, bound := range []float64{5, 50} {
+			g, b := frontierAt(m.Targets["gateway"], bound), frontierAt(m.Targets["baseline"], bound)
+			v, detail := ratio(g.RPS, b.RPS), fmt.Sprintf("gateway %.0f rps (c%d), baseline %.0f rps (c%d)", g.RPS, g.Conc, b.RPS, b.Conc)
+			if b.RPS == 0 && g.RPS == 0 {
+				// Nothing to compare: no level of either stayed under the
+				// bound; not a pass.
+				v, detail = 0, fmt.Sprintf("no level of either proxy kept p99 under %g ms", bound)
+			}
+			out = append(out, Check{Name: fmt.Sprintf("most rps with p99 < %g ms vs baseline", bound), Mode: m.Name,
+				Want: ">= 1.00", Value: v, Detail: detail})
 		}
 	}
 	if m := r.mode("rss-4k"); m != nil {
