@@ -201,33 +201,47 @@ func (a *acc) add(o *acc) {
 	}
 }
 
-// runSweep measures every target at each concurrency of m.Sweep, the
-// order of the targets rotating per level as runMode's slices do.
-func (h *harness) runSweep(mi int, m Mode, mr *ModeResult) error {
-	totals := map[string]*acc{}
-	points := map[string][]SweepPoint{}
+// startAccs is a fresh accumulation per target, with each proxy's idle
+// RSS read and its peak reset.
+func (h *harness) startAccs() map[string]*acc {
+	accs := map[string]*acc{}
 	for _, t := range h.targets {
 		a := newAcc()
 		if t.proxy != nil {
 			a.rssIdle, _, _ = procStatus(t.proxy.pid)
 			resetHWM(t.proxy.pid)
 		}
-		totals[t.name] = a
+		accs[t.name] = a
 	}
+	return accs
+}
+
+// order is the targets' order for slice (or level) s, recorded in mr:
+// rotated by n and reversed every other slice, so that no target always
+// runs first, last, or after the same one.
+func (h *harness) order(mr *ModeResult, n, s int) []*target {
+	order := rotate(h.targets, n)
+	if s%2 == 1 {
+		slices.Reverse(order)
+	}
+	names := make([]string, len(order))
+	for i, t := range order {
+		names[i] = t.name
+	}
+	mr.Order = append(mr.Order, names)
+	return order
+}
+
+// runSweep measures every target at each concurrency of m.Sweep, the
+// order of the targets rotating per level as runMode's slices do.
+func (h *harness) runSweep(mi int, m Mode, mr *ModeResult) error {
+	totals := h.startAccs()
+	points := map[string][]SweepPoint{}
 	level := m
 	level.Kind = kindClosed
 	for li, c := range m.Sweep {
 		level.Conc = c
-		order := rotate(h.targets, mi+li)
-		if li%2 == 1 {
-			slices.Reverse(order)
-		}
-		names := make([]string, len(order))
-		for i, t := range order {
-			names[i] = t.name
-		}
-		mr.Order = append(mr.Order, names)
-		for _, t := range order {
+		for _, t := range h.order(mr, mi+li, li) {
 			a := newAcc()
 			if err := h.measure(level, t, m.Duration, a, fmt.Sprintf("%s/c%d/%s", m.Name, c, t.name)); err != nil {
 				return err

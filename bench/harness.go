@@ -629,29 +629,10 @@ func (h *harness) runMode(mi int, m Mode, mr *ModeResult) error {
 	if m.Kind == kindSweep {
 		return h.runSweep(mi, m, mr)
 	}
-	accs := map[string]*acc{}
-	for _, t := range h.targets {
-		a := newAcc()
-		if t.proxy != nil {
-			a.rssIdle, _, _ = procStatus(t.proxy.pid)
-			resetHWM(t.proxy.pid)
-		}
-		accs[t.name] = a
-	}
+	accs := h.startAccs()
 	sliceDur := m.Duration / time.Duration(max(m.Slices, 1))
 	for s := range max(m.Slices, 1) {
-		// Each slice rotates the order and every other one reverses it, so
-		// that no target always runs first, last, or after the same one.
-		order := rotate(h.targets, mi+s)
-		if s%2 == 1 {
-			slices.Reverse(order)
-		}
-		names := make([]string, len(order))
-		for i, t := range order {
-			names[i] = t.name
-		}
-		mr.Order = append(mr.Order, names)
-		for _, t := range order {
+		for _, t := range h.order(mr, mi+s, s) {
 			if err := h.measure(m, t, sliceDur, accs[t.name], fmt.Sprintf("%s/%d/%s", m.Name, s, t.name)); err != nil {
 				return err
 			}
