@@ -90,6 +90,16 @@ func (h *harness) writeGatewayConfig(m Mode, upURL string) (string, error) {
 	if m.DefaultLimits {
 		body = strings.Replace(body, liftedLimits, "", 1)
 	}
+	if m.Traced {
+		if h.sink == nil {
+			s, err := startSink()
+			if err != nil {
+				return "", err
+			}
+			h.sink = s
+		}
+		body += tracingConfig(h.sink.url)
+	}
 	if m.Queue {
 		if h.redis == nil {
 			return "", fmt.Errorf("queue mode without a redis-server")
