@@ -12,8 +12,6 @@ import (
 	"os"
 	"runtime/debug"
 	"strconv"
-
-	"switchboard/internal/connlimit"
 )
 
 const (
@@ -37,7 +35,7 @@ const (
 // holds a client and an upstream socket) and the memory limit's share
 // over StreamBytes, within [Floor, Ceiling].
 func MaxConcurrency() int {
-	return Size(connlimit.DefaultMax(), MemoryLimit())
+	return Size(Connections(), MemoryLimit())
 }
 
 // Size is MaxConcurrency for a descriptor bound and a memory limit in
@@ -104,4 +102,15 @@ func memTotal() int64 {
 		}
 	}
 	return 0
+}
+
+// reserve is what the process keeps for itself out of RLIMIT_NOFILE.
+const reserve = 128
+
+func fromNofile(n uint64) int {
+	if n > 1<<40 { // RLIM_INFINITY and absurd values
+		n = 1 << 40
+	}
+	m := int64(n) - reserve
+	return int(max(64, min(m/2, 10_000_000)))
 }

@@ -1,10 +1,6 @@
 package capacity
 
-import (
-	"testing"
-
-	"switchboard/internal/connlimit"
-)
+import "testing"
 
 func TestSize(t *testing.T) {
 	for _, c := range []struct {
@@ -32,7 +28,24 @@ func TestMaxConcurrency(t *testing.T) {
 	if n < Floor || n > Ceiling {
 		t.Fatalf("MaxConcurrency() = %d, outside [%d, %d]", n, Floor, Ceiling)
 	}
-	if fd := max(connlimit.DefaultMax(), Floor); n > fd {
+	if fd := max(Connections(), Floor); n > fd {
 		t.Errorf("MaxConcurrency() = %d, above the connection cap %d", n, fd)
+	}
+}
+
+func TestFromNofile(t *testing.T) {
+	tests := []struct {
+		nofile uint64
+		want   int
+	}{
+		{256, 64},         // tiny limits still serve some
+		{1024, 448},       // (1024-128)/2
+		{1 << 20, 524224}, // a container's usual hard limit
+		{^uint64(0), 10_000_000},
+	}
+	for _, tc := range tests {
+		if got := fromNofile(tc.nofile); got != tc.want {
+			t.Errorf("fromNofile(%d) = %d, want %d", tc.nofile, got, tc.want)
+		}
 	}
 }
