@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"math"
 	"testing"
 )
 
@@ -42,5 +43,29 @@ func TestFrontier(t *testing.T) {
 		if f.Conc != want[f.P99BoundMs] {
 			t.Errorf("p99 < %g ms: c%d (%v rps), want c%d", f.P99BoundMs, f.Conc, f.RPS, want[f.P99BoundMs])
 		}
+	}
+}
+
+// TestBoardChecksFinite: a frontier the bare proxy never reached, or a
+// missing baseline figure, gives a finite value (the report is JSON).
+func TestBoardChecksFinite(t *testing.T) {
+	tr := func(rps float64, peak int64) *TargetResult {
+		return &TargetResult{Frontier: []FrontierPoint{{P99BoundMs: 5, RPS: rps}, {P99BoundMs: 50, RPS: rps}}, PeakOpen: peak}
+	}
+	r := &Report{Modes: []*ModeResult{
+		{Mode: Mode{Role: "frontier", Name: "frontier"}, Targets: map[string]*TargetResult{"direct": tr(9, 0), "baseline": tr(0, 0), "gateway": tr(5, 0)}},
+		{Mode: Mode{Role: "streams-held", Name: "streams"}, Targets: map[string]*TargetResult{"direct": tr(0, 9), "baseline": tr(0, 0), "gateway": tr(0, 9)}},
+	}}
+	cs := boardChecks(r)
+	if len(cs) != 3 {
+		t.Fatalf("%d checks, want 3", len(cs))
+	}
+	for _, c := range cs {
+		if math.IsInf(c.Value, 0) || math.IsNaN(c.Value) {
+			t.Errorf("%s: value %v", c.Name, c.Value)
+		}
+	}
+	if _, err := json.Marshal(cs); err != nil {
+		t.Fatal(err)
 	}
 }
