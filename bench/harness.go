@@ -67,6 +67,16 @@ type Mode struct {
 	// false); it is on by default, in a fresh STATE_DIR per mode. Paired
 	// with the same mode on, it is the usage log's cost.
 	NoUsageLog bool `json:"no_usage_log,omitempty"`
+	// Board modes (board.go): Pin runs the proxies on one core and the
+	// rest on the other; BodyKB pads requests; DefaultLimits keeps the
+	// gateway's default limits.max_concurrency; Sweep lists the
+	// concurrencies of a kindSweep mode; StallAfter is the time to first
+	// token past which a stream counts as stalled.
+	Pin           bool          `json:"pin,omitempty"`
+	BodyKB        int           `json:"body_kb,omitempty"`
+	DefaultLimits bool          `json:"default_limits,omitempty"`
+	Sweep         []int         `json:"sweep,omitempty"`
+	StallAfter    time.Duration `json:"stall_after,omitempty"`
 	// Traced turns tracing on (sample ratio 1) with an OTLP/HTTP sink in
 	// the harness (traced.go); paired with the same mode untraced, it is
 	// tracing's cost.
@@ -80,7 +90,7 @@ type Mode struct {
 func plan(smoke bool) []Mode {
 	if smoke {
 		d := 300 * time.Millisecond
-		return []Mode{
+		return append([]Mode{
 			{Role: "closed-lo", Kind: kindClosed, Conc: 4, Duration: d, Slices: 1},
 			{Role: "closed-hi", Kind: kindClosed, Conc: 8, Duration: d, Slices: 1},
 			{Role: "open-lo", Kind: kindOpen, Rate: 50, Duration: d, Slices: 1},
@@ -97,13 +107,13 @@ func plan(smoke bool) []Mode {
 			{Role: "queue-open", Kind: kindOpen, Rate: 50, Duration: d, Slices: 1, Queue: true},
 			{Role: "queue-stream-open", Kind: kindStreamOpen, Rate: 30, Duration: d, Slices: 1, Tokens: 5, Interval: 5 * time.Millisecond, Queue: true},
 			{Role: "traced-closed", Kind: kindClosed, Conc: 4, Duration: d, Slices: 1, Traced: true},
-		}
+		}, boardPlan(true)...)
 	}
 	// The metered modes get 6 s per target (three slices of 2 s) to keep
 	// the whole run near five minutes.
 	const md = 6 * time.Second
 	const d = 10 * time.Second
-	return []Mode{
+	return append([]Mode{
 		{Role: "closed-lo", Kind: kindClosed, Conc: 16, Duration: d, Slices: 4},
 		{Role: "closed-hi", Kind: kindClosed, Conc: 64, Duration: d, Slices: 4},
 		{Role: "open-lo", Kind: kindOpen, Rate: 300, Duration: d, Slices: 4},
@@ -129,7 +139,7 @@ func plan(smoke bool) []Mode {
 		// request traced.
 		{Role: "traced-closed", Kind: kindClosed, Conc: 16, Duration: d, Slices: 4, Traced: true},
 		{Role: "traced-stream-open", Kind: kindStreamOpen, Rate: 50, Duration: md, Slices: 3, Tokens: 50, Interval: 20 * time.Millisecond, Traced: true},
-	}
+	}, boardPlan(false)...)
 }
 
 func (m *Mode) fill() {
@@ -146,7 +156,11 @@ func (m *Mode) fill() {
 	case kindStreamConc:
 		m.Name = fmt.Sprintf("streams-%d", m.Streams)
 		m.Title = fmt.Sprintf("%d concurrent streams of %d tokens at %v, started over %v", m.Streams, m.Tokens, m.Interval, m.Ramp)
+	case kindSweep:
+		m.Name = "frontier"
+		m.Title = fmt.Sprintf("closed-loop concurrency sweep %v, non-streaming, %v per level and target", m.Sweep, m.Duration)
 	}
+	m.fillBoard()
 	if m.Meter != "" {
 		m.Name = "metered-" + m.Meter + "-" + strings.TrimPrefix(strings.TrimPrefix(m.Name, "closed-"), "open-")
 		m.Title += ", metered (tenant key with RPM, TPM, daily count and budget; priced model; store " + m.Meter + ")"
@@ -163,7 +177,7 @@ func (m *Mode) fill() {
 		m.Name = "queue-" + m.Name
 		m.Title += ", queue.mode: redis (one gateway process, role all, Redis on loopback)"
 	}
-	if m.Kind != kindStreamConc {
+	if m.Kind != kindStreamConc && m.Kind != kindSweep {
 		m.Title += fmt.Sprintf(", %v per target in %d slice(s)", m.Duration, m.Slices)
 	}
 }
@@ -216,6 +230,7 @@ type harness struct {
 	redis   *child    // metered redis modes only
 	sink    *otlpSink // traced modes only, started with the first
 	pprof   string
+	pin     bool // this mode's processes are pinned (board.go)
 	targets []*target
 	report  *Report
 	started time.Time
@@ -359,6 +374,7 @@ func (h *harness) stopEnv() {
 // mode's RSS figures start from an idle process.
 func (h *harness) startEnv(m Mode, pprof bool) error {
 	h.stopEnv()
+	h.pinFor(m)
 	var err error
 	if h.up, err = h.startChild("upstream", "--listen", "127.0.0.1:0"); err != nil {
 		return err
@@ -385,7 +401,7 @@ func (h *harness) startEnv(m Mode, pprof bool) error {
 
 func (h *harness) startChild(name string, args ...string) (*child, error) {
 	argv := append(append(slices.Clone(h.o.Self[1:]), name), args...)
-	cmd := exec.Command(h.o.Self[0], argv...)
+	cmd := h.command(name, h.o.Self[0], argv...)
 	cmd.Env = append(os.Environ(), "BENCH_CHILD=1")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	logPath := filepath.Join(h.logDir, name+".log")
@@ -458,11 +474,7 @@ logging:
   level: warn
 timeouts:
   shutdown: 1
-# The default of 256 logical slots would queue most of the 1,000-stream
-# mode; the bare proxy has no such limit, so the comparison lifts it.
-limits:
-  max_concurrency: 20000
-`
+` + liftedLimits
 }
 
 func freePort() (string, error) {
@@ -491,7 +503,7 @@ func (h *harness) startGateway(m Mode, upURL string, pprof bool) (*child, error)
 		}
 		args = append(args, "--pprof", h.pprof)
 	}
-	cmd := exec.Command(h.o.Gateway, args...)
+	cmd := h.command("gateway", h.o.Gateway, args...)
 	// A fresh state directory per mode: provider state and the usage log
 	// start empty, as in a new deployment.
 	stateDir, err := os.MkdirTemp(h.tmp, "state-")
@@ -564,7 +576,7 @@ func (h *harness) do(j Job) (*JobResult, error) {
 func (h *harness) job(id string, m Mode, t *target, d time.Duration) Job {
 	j := Job{ID: id, Kind: m.Kind, URL: t.url, Token: h.token, Concurrency: m.Conc, Rate: m.Rate, Duration: d,
 		Streams: m.Streams, Ramp: m.Ramp, Tokens: m.Tokens, Interval: m.Interval, Timeout: 15 * time.Second,
-		MaxInFlight: 2048}
+		MaxInFlight: 2048, BodyBytes: m.BodyKB << 10, StallAfter: m.StallAfter}
 	if m.Kind == kindStreamConc {
 		j.MaxInFlight = 0
 	}
@@ -614,6 +626,7 @@ type acc struct {
 	busy, total               int64
 	rssIdle                   int64
 	peakProxy, peakUp, peakLG int64
+	peakAnon                  int64 // the proxy's private (anonymous) RSS
 }
 
 func (h *harness) runMode(mi int, m Mode, mr *ModeResult) error {
@@ -627,30 +640,13 @@ func (h *harness) runMode(mi int, m Mode, mr *ModeResult) error {
 	if !h.o.Smoke {
 		mr.ForeignBefore, mr.QuietWaitSec = h.waitQuiet(5 * time.Second)
 	}
-	accs := map[string]*acc{}
-	for _, t := range h.targets {
-		a := &acc{res: JobResult{Latency: newHist(), TTFB: newHist(), TTFT: newHist(), Transit: newHist(), GapAdded: newHist(),
-			SchedLate: newHist(), ErrorSamples: map[string]int64{}}}
-		if t.proxy != nil {
-			a.rssIdle, _, _ = procStatus(t.proxy.pid)
-			resetHWM(t.proxy.pid)
-		}
-		accs[t.name] = a
+	if m.Kind == kindSweep {
+		return h.runSweep(mi, m, mr)
 	}
+	accs := h.startAccs()
 	sliceDur := m.Duration / time.Duration(max(m.Slices, 1))
 	for s := range max(m.Slices, 1) {
-		// Each slice rotates the order and every other one reverses it, so
-		// that no target always runs first, last, or after the same one.
-		order := rotate(h.targets, mi+s)
-		if s%2 == 1 {
-			slices.Reverse(order)
-		}
-		names := make([]string, len(order))
-		for i, t := range order {
-			names[i] = t.name
-		}
-		mr.Order = append(mr.Order, names)
-		for _, t := range order {
+		for _, t := range h.order(mr, mi+s, s) {
 			if err := h.measure(m, t, sliceDur, accs[t.name], fmt.Sprintf("%s/%d/%s", m.Name, s, t.name)); err != nil {
 				return err
 			}
@@ -756,6 +752,7 @@ func (h *harness) measure(m Mode, t *target, d time.Duration, a *acc, id string)
 		a.cpuOwn += cpu1[i] - cpu0[i]
 	}
 	a.peakProxy = max(a.peakProxy, peaks[0])
+	a.peakAnon = max(a.peakAnon, smp.anon)
 	a.peakUp = max(a.peakUp, peaks[1])
 	a.peakLG = max(a.peakLG, peaks[2])
 	a.elapsed += r.Elapsed
@@ -766,6 +763,7 @@ func (h *harness) measure(m Mode, t *target, d time.Duration, a *acc, id string)
 	x.Errors += r.Errors
 	x.NotSent += r.NotSent
 	x.Cut += r.Cut
+	x.Stalled += r.Stalled
 	x.Chunks += r.Chunks
 	x.PeakOpen = max(x.PeakOpen, r.PeakOpen)
 	x.Latency.Merge(r.Latency)
@@ -808,6 +806,7 @@ func cpuOf(pids []int) []int64 {
 type sampler struct {
 	pids  []int
 	peaks []int64
+	anon  int64 // peak RssAnon of pids[0]
 	quit  chan struct{}
 	done  chan struct{}
 }
@@ -823,6 +822,9 @@ func startSampler(pids []int) *sampler {
 				if p != 0 {
 					if rss, _, err := procStatus(p); err == nil {
 						s.peaks[i] = max(s.peaks[i], rss)
+						if i == 0 {
+							s.anon = max(s.anon, procAnon(p))
+						}
 					}
 				}
 			}
@@ -845,7 +847,7 @@ func (s *sampler) stop() []int64 {
 // finish turns a target's accumulated slices into its result.
 func finish(m Mode, t *target, a *acc) *TargetResult {
 	x := &a.res
-	tr := &TargetResult{Target: t.name, Sent: x.Sent, OK: x.OK, Errors: x.Errors, NotSent: x.NotSent, Cut: x.Cut,
+	tr := &TargetResult{Target: t.name, Sent: x.Sent, OK: x.OK, Errors: x.Errors, NotSent: x.NotSent, Cut: x.Cut, Stalled: x.Stalled,
 		ErrorSamples: x.ErrorSamples, Seconds: a.elapsed.Seconds(), Chunks: x.Chunks, PeakOpen: x.PeakOpen,
 		Latency: x.Latency.Pcts(), TTFB: x.TTFB.Pcts(), TTFT: x.TTFT.Pcts(), Transit: x.Transit.Pcts(), GapAdded: x.GapAdded.Pcts(),
 		SchedLate: x.SchedLate.Pcts(), Delayed1ms: x.GapAdded.FracAbove(int64(time.Millisecond)), UpstreamRSSPeakKB: a.peakUp, LoadgenRSSPeakKB: a.peakLG,
@@ -878,7 +880,7 @@ func finish(m Mode, t *target, a *acc) *TargetResult {
 		tr.ForeignCPU = max(0, (busySec-float64(a.cpuOwn)/1e9)/a.elapsed.Seconds())
 	}
 	if t.proxy != nil {
-		tr.ProxyRSSIdleKB, tr.ProxyRSSPeakKB = a.rssIdle, a.peakProxy
+		tr.ProxyRSSIdleKB, tr.ProxyRSSPeakKB, tr.ProxyAnonPeakKB = a.rssIdle, a.peakProxy, a.peakAnon
 		if x.PeakOpen > 0 && m.Kind == kindStreamConc {
 			tr.PerStreamKB = float64(a.peakProxy-a.rssIdle) / float64(x.PeakOpen)
 		}

@@ -47,6 +47,12 @@ type Job struct {
 	// expected length; what is still running then is an error.
 	Timeout     time.Duration `json:"timeout"`
 	MaxInFlight int           `json:"max_in_flight,omitempty"`
+	// BodyBytes pads each request's last message to about this size (0:
+	// the ~1 KB body as it is).
+	BodyBytes int `json:"body_bytes,omitempty"`
+	// StallAfter counts a stream as stalled when its first token came
+	// later than this after it was sent (0: not counted).
+	StallAfter time.Duration `json:"stall_after,omitempty"`
 }
 
 // JobResult is what the load generator saw.
@@ -63,6 +69,7 @@ type JobResult struct {
 	// Cut streams ended without [DONE], with an error event, or with fewer
 	// token chunks than asked.
 	Cut          int64            `json:"cut"`
+	Stalled      int64            `json:"stalled,omitempty"`
 	ErrorSamples map[string]int64 `json:"error_samples,omitempty"`
 	// PerSecond counts completions in each whole second of Duration.
 	PerSecond []int64 `json:"per_second,omitempty"`
@@ -82,7 +89,7 @@ type JobResult struct {
 
 // stats is one worker's or one stream's share, merged under a lock.
 type stats struct {
-	ok, errs, cut, chunks              int64
+	ok, errs, cut, chunks, stalled     int64
 	lat, ttfb, ttft, transit, gap, lag *Hist
 	perSec                             []int64
 	errSamples                         map[string]int64
@@ -118,6 +125,7 @@ func (s *stats) merge(o *stats) {
 	s.ok += o.ok
 	s.errs += o.errs
 	s.cut += o.cut
+	s.stalled += o.stalled
 	s.chunks += o.chunks
 	s.lat.Merge(o.lat)
 	s.ttfb.Merge(o.ttfb)
@@ -203,7 +211,7 @@ func newGen(j Job) *gen {
 	}
 	stream := j.Kind == kindStreamOpen || j.Kind == kindStreamConc
 	return &gen{job: j, tr: tr, client: &http.Client{Transport: tr},
-		body: requestBody(stream, j.Tokens, j.Interval), auth: []string{"Bearer " + j.Token},
+		body: padBody(requestBody(stream, j.Tokens, j.Interval), j.BodyBytes), auth: []string{"Bearer " + j.Token},
 		sink: sink{s: newStats()}}
 }
 
@@ -306,6 +314,9 @@ func (g *gen) stream(ctx context.Context, at time.Time, st *stats) {
 		recv := now.UnixNano()
 		if count == 0 {
 			st.ttft.Add(int64(now.Sub(at)))
+			if g.job.StallAfter > 0 && now.Sub(at) > g.job.StallAfter {
+				st.stalled++
+			}
 		}
 		st.transit.Add(recv - sent)
 		if count > 0 {
@@ -430,7 +441,7 @@ func (g *gen) run() JobResult {
 	res.Elapsed = time.Since(g.start)
 	s := g.sink.s
 	res.Sent, res.NotSent = sent.Load(), notSent.Load()
-	res.OK, res.Errors, res.Cut, res.Chunks = s.ok, s.errs, s.cut, s.chunks
+	res.OK, res.Errors, res.Cut, res.Chunks, res.Stalled = s.ok, s.errs, s.cut, s.chunks, s.stalled
 	res.ErrorSamples = s.errSamples
 	res.Latency, res.TTFB, res.TTFT, res.Transit, res.GapAdded, res.SchedLate = s.lat, s.ttfb, s.ttft, s.transit, s.gap, s.lag
 	res.PeakOpen = g.peak.Load()

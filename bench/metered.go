@@ -87,6 +87,9 @@ func (h *harness) writeGatewayConfig(m Mode, upURL string) (string, error) {
 	if m.NoUsageLog {
 		body += "usage_log:\n  enabled: false\n"
 	}
+	if m.DefaultLimits {
+		body = strings.Replace(body, liftedLimits, "", 1)
+	}
 	if m.Traced {
 		if h.sink == nil {
 			s, err := startSink()

@@ -53,6 +53,7 @@ type TargetResult struct {
 	Errors       int64            `json:"errors"`
 	NotSent      int64            `json:"not_sent"`
 	Cut          int64            `json:"cut"`
+	Stalled      int64            `json:"stalled,omitempty"`
 	ErrorSamples map[string]int64 `json:"error_samples,omitempty"`
 	Seconds      float64          `json:"seconds"`
 	// RPS is the median of per-second completion counts; RPSMean is
@@ -74,6 +75,7 @@ type TargetResult struct {
 	// direct). PerStreamKB is (peak - idle RSS) / peak open streams.
 	ProxyRSSIdleKB    int64   `json:"proxy_rss_idle_kb"`
 	ProxyRSSPeakKB    int64   `json:"proxy_rss_peak_kb"`
+	ProxyAnonPeakKB   int64   `json:"proxy_rss_anon_peak_kb"`
 	PerStreamKB       float64 `json:"proxy_kb_per_stream"`
 	UpstreamRSSPeakKB int64   `json:"upstream_rss_peak_kb"`
 	LoadgenRSSPeakKB  int64   `json:"loadgen_rss_peak_kb"`
@@ -88,6 +90,10 @@ type TargetResult struct {
 	// shared machine's noise, made visible.
 	ForeignCPU float64          `json:"foreign_cpu_cores"`
 	Hists      map[string]*Hist `json:"hists"`
+	// Sweep and Frontier: a kindSweep mode's levels and, per p99 bound,
+	// the most requests/s measured under it (board.go).
+	Sweep    []SweepPoint    `json:"sweep,omitempty"`
+	Frontier []FrontierPoint `json:"frontier,omitempty"`
 }
 
 // Check is one target of BENCHMARKS.md against this run.
@@ -198,6 +204,7 @@ func checks(r *Report) []Check {
 		}
 	}
 	out = append(out, meteredChecks(r)...)
+	out = append(out, boardChecks(r)...)
 	for i := range out {
 		out[i].Pass = judge(out[i].Want, out[i].Value)
 	}
@@ -212,7 +219,8 @@ func kbMB(kb int64) float64 { return float64(kb) / 1024 }
 func meteredChecks(r *Report) []Check {
 	var out []Check
 	for _, c := range []struct{ role, want string }{
-		{"metered-sqlite", ">= 0.80"}, {"metered-memory", ">= 0.80"}, {"metered-redis", ">= 0.60"},
+		// Issue 28 raised the SQLite and Redis targets (0.80 and 0.60 before).
+		{"metered-sqlite", ">= 0.90"}, {"metered-memory", ">= 0.80"}, {"metered-redis", ">= 0.75"},
 	} {
 		if m := r.mode(c.role); m != nil {
 			g, b := m.Targets["gateway"], m.Targets["baseline"]
@@ -292,6 +300,9 @@ func rows(rep *Report, m *ModeResult) []row {
 		out = append(out, r)
 	}
 	switch m.Kind {
+	case kindSweep:
+		out = append(out, sweepRows(d, b, g)...)
+		fallthrough
 	case kindClosed, kindOpen:
 		if m.Kind == kindClosed {
 			metric("throughput rps (median of 1 s)", func(t *TargetResult) float64 { return t.RPS }, true)
@@ -301,6 +312,14 @@ func rows(rep *Report, m *ModeResult) []row {
 		metric("latency p99 ms", func(t *TargetResult) float64 { return t.Latency.P99 }, true)
 		added("added p50 ms (over direct)", func(t *TargetResult) float64 { return t.Latency.P50 })
 		added("added p99 ms (over direct)", func(t *TargetResult) float64 { return t.Latency.P99 })
+		if m.Conc == 1 {
+			addedUs := func(label string, f func(*TargetResult) float64) {
+				ga, ba := 1000*(f(g)-f(d)), 1000*(f(b)-f(d))
+				out = append(out, row{label: label, vals: [3]string{"-", fnum(ba), fnum(ga)}, rb: fratio(addedRatio(ga/1000, ba/1000))})
+			}
+			addedUs("added p50 µs (over direct)", func(t *TargetResult) float64 { return t.Latency.P50 })
+			addedUs("added p99 µs (over direct)", func(t *TargetResult) float64 { return t.Latency.P99 })
+		}
 		counts()
 		proxyMetric("proxy CPU µs / request", func(t *TargetResult) float64 { return t.ProxyCPUPerOpUs })
 	default:
@@ -324,12 +343,16 @@ func rows(rep *Report, m *ModeResult) []row {
 		if m.Kind == kindStreamConc {
 			metric("peak open streams", func(t *TargetResult) float64 { return float64(t.PeakOpen) }, false)
 		}
+		if m.StallAfter > 0 {
+			metric(fmt.Sprintf("streams stalled (first token after %v)", m.StallAfter), func(t *TargetResult) float64 { return float64(t.Stalled) }, false)
+		}
 		proxyMetric("proxy CPU µs / chunk", func(t *TargetResult) float64 { return t.ProxyCPUPerOpUs })
 		if m.Kind == kindStreamConc {
 			proxyMetric("proxy KB / held stream", func(t *TargetResult) float64 { return t.PerStreamKB })
 		}
 	}
 	proxyMetric("proxy peak RSS MB", func(t *TargetResult) float64 { return kbMB(t.ProxyRSSPeakKB) })
+	proxyMetric("proxy peak RSS anonymous MB", func(t *TargetResult) float64 { return kbMB(t.ProxyAnonPeakKB) })
 	r := row{label: "CPU % of a core: loadgen/all/foreign"}
 	for i, t := range all {
 		r.vals[i] = fmt.Sprintf("%.0f / %.0f / %.0f", 100*t.LoadgenCPUSec/math.Max(t.Seconds, 1e-9),

@@ -1,6 +1,10 @@
 package config
 
-import "time"
+import (
+	"time"
+
+	"switchboard/internal/capacity"
+)
 
 // Defaults. A field gets its default only when the file omits it (or gives
 // null), never because its value is zero: an explicit 0 is validated, not
@@ -9,7 +13,6 @@ const (
 	defaultMaxRequestBody      = 10 << 20
 	defaultMockTokens          = 16
 	defaultMockFailStatus      = 500
-	defaultMaxConcurrency      = 256
 	defaultQueueTimeout        = 5 * time.Second
 	defaultPenaltySeconds      = 5
 	defaultBodyTimeout         = 30 * time.Second
@@ -67,7 +70,9 @@ func (l *loader) applyDefaults(c *Config) {
 	setDefault(l, "performance.quota_pause_default_seconds", &p.QuotaPauseDefaultSeconds, 60)
 
 	setDefault(l, "limits.max_request_body", &c.Limits.MaxRequestBody, defaultMaxRequestBody)
-	setDefault(l, "limits.max_concurrency", &c.Limits.MaxConcurrency, defaultMaxConcurrency)
+	// Sized from descriptors and memory (internal/capacity), as
+	// max_connections is: LLM streams are long, a replica holds thousands.
+	setDefault(l, "limits.max_concurrency", &c.Limits.MaxConcurrency, capacity.MaxConcurrency())
 	setDefault(l, "limits.queue_timeout", &c.Limits.QueueTimeout, Duration(defaultQueueTimeout))
 	setDefault(l, "limits.penalty_seconds", &c.Limits.PenaltySeconds, defaultPenaltySeconds)
 	setDefault(l, "limits.advisory_prefix", &c.Limits.AdvisoryPrefix, DefaultAdvisoryPrefix)

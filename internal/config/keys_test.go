@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"switchboard/internal/capacity"
 )
 
 func TestAdmissionDefaults(t *testing.T) {
@@ -21,7 +23,7 @@ func TestAdmissionDefaults(t *testing.T) {
 		name      string
 		got, want any
 	}{
-		{"max_concurrency", c.Limits.MaxConcurrency, 256},
+		{"max_concurrency", c.Limits.MaxConcurrency, capacity.MaxConcurrency()},
 		{"queue_timeout", c.Limits.QueueTimeout, Duration(5 * time.Second)},
 		{"penalty", c.Limits.PenaltySeconds, 5},
 		{"rpm", c.Limits.RPM, (*int64)(nil)},

@@ -423,7 +423,8 @@ type Limits struct {
 	// MaxRequestBody in bytes. Default 10 MiB, range 1024..100 MiB.
 	MaxRequestBody int64 `yaml:"max_request_body"`
 	// MaxConcurrency bounds logical requests being prepared or served
-	// (streams hold theirs until they end). Default 256, range 1..1000000.
+	// (streams hold theirs until they end). Default sized from descriptors
+	// and memory (internal/capacity), at least 256; range 1..1000000.
 	MaxConcurrency int `yaml:"max_concurrency"`
 	// QueueTimeout bounds the wait for a concurrency slot, logical or per
 	// provider; then 503 with Retry-After. Default 5 s, range 0..3600 s.

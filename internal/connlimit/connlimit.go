@@ -10,6 +10,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"switchboard/internal/capacity"
 )
 
 // Listener wraps a net.Listener with the cap.
@@ -107,13 +109,6 @@ func (c *conn) SetDeadline(t time.Time) error      { return c.Conn.SetDeadline(c
 func (c *conn) SetReadDeadline(t time.Time) error  { return c.Conn.SetReadDeadline(c.clamp(t)) }
 func (c *conn) SetWriteDeadline(t time.Time) error { return c.Conn.SetWriteDeadline(c.clamp(t)) }
 
-// reserve is what the process keeps for itself out of RLIMIT_NOFILE.
-const reserve = 128
-
-func fromNofile(n uint64) int {
-	if n > 1<<40 { // RLIM_INFINITY and absurd values
-		n = 1 << 40
-	}
-	m := int64(n) - reserve
-	return int(max(64, min(m/2, 10_000_000)))
-}
+// DefaultMax is the cap when limits.max_connections is omitted, sized
+// from the descriptor limit (capacity.Connections).
+func DefaultMax() int { return capacity.Connections() }

@@ -7,23 +7,6 @@ import (
 	"time"
 )
 
-func TestFromNofile(t *testing.T) {
-	tests := []struct {
-		nofile uint64
-		want   int
-	}{
-		{256, 64},         // tiny limits still serve some
-		{1024, 448},       // (1024-128)/2
-		{1 << 20, 524224}, // a container's usual hard limit
-		{^uint64(0), 10_000_000},
-	}
-	for _, tc := range tests {
-		if got := fromNofile(tc.nofile); got != tc.want {
-			t.Errorf("fromNofile(%d) = %d, want %d", tc.nofile, got, tc.want)
-		}
-	}
-}
-
 // A wrapped connection keeps TCP's half-close, which net/http uses so that
 // a client still sending reads the refusal instead of a reset.
 func TestConnKeepsCloseWrite(t *testing.T) {

@@ -3,6 +3,7 @@ package usagelog
 import (
 	"context"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -51,6 +52,13 @@ type Options struct {
 // one writer goroutine collects rows for up to 100 ms (or 512 of them)
 // and writes them in one transaction, so that a commit's cost is shared
 // by every row that arrived meanwhile.
+//
+// The queue is a slice under a mutex rather than a channel: a buffered
+// channel of DefaultBuffer rows is a 2.4 MB ring whose every slot becomes
+// resident as sends go round it (and is scanned by every GC), and each
+// send to a waiting writer is a goroutine wake-up on the request's path.
+// Here the queue holds only what is pending, and Record wakes the writer
+// only for the first row of a batch (or a full batch).
 type Log struct {
 	db  *DB
 	clk clock.Clock
@@ -61,7 +69,13 @@ type Log struct {
 	// the writer's own.
 	unpublished bool
 
-	ch        chan Row
+	mu      sync.Mutex
+	pending []Row // queued rows, at most buffer
+	spare   []Row // the writer's last batch, reused as the next queue
+	buffer  int
+	// wake (capacity 1) tells the writer rows are pending: sent by the
+	// first row of a batch and by the row that fills one.
+	wake      chan struct{}
 	flushC    chan chan struct{}
 	stop      chan struct{}
 	done      chan struct{}
@@ -86,7 +100,7 @@ func NewLog(db *DB, o Options) *Log {
 	if o.Log == nil {
 		o.Log = slog.Default()
 	}
-	l := &Log{db: db, clk: o.Clock, log: o.Log, fleet: o.Fleet, ch: make(chan Row, o.Buffer),
+	l := &Log{db: db, clk: o.Clock, log: o.Log, fleet: o.Fleet, buffer: o.Buffer, wake: make(chan struct{}, 1),
 		flushC: make(chan chan struct{}), stop: make(chan struct{}), done: make(chan struct{}),
 		rows: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "switchboard_usage_log_rows_total",
 			Help: "Usage-log rows by outcome: written (committed to this replica's file), dropped (the queue was full), failed (the write failed), unpublished (a fleet replica could not publish them to the others)."},
@@ -122,13 +136,69 @@ func (l *Log) Record(r Row) bool {
 		l.rows.WithLabelValues("dropped").Inc()
 		return false
 	}
-	select {
-	case l.ch <- r:
-		return true
-	default:
+	l.mu.Lock()
+	n := len(l.pending)
+	if n >= l.buffer {
+		l.mu.Unlock()
 		l.rows.WithLabelValues("dropped").Inc()
 		return false
 	}
+	if l.pending == nil {
+		l.pending = make([]Row, 0, min(maxBatch, l.buffer))
+	}
+	l.pending = append(l.pending, r)
+	l.mu.Unlock()
+	if n == 0 || n+1 == maxBatch {
+		select {
+		case l.wake <- struct{}{}:
+		default:
+		}
+	}
+	return true
+}
+
+// take returns up to maxBatch queued rows, handing the writer's previous
+// batch back as the queue's storage; a queue grown past a few batches by
+// a backlog is let go once drained, so that its memory does not outlive
+// the burst.
+func (l *Log) take() []Row {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.pending) <= maxBatch {
+		batch := l.pending
+		l.pending = l.spare[:0]
+		if cap(batch) > 4*maxBatch {
+			batch = slices.Clone(batch)
+		}
+		l.spare = nil
+		return batch
+	}
+	batch := slices.Clone(l.pending[:maxBatch])
+	rest := copy(l.pending, l.pending[maxBatch:])
+	clear(l.pending[rest:])
+	l.pending = l.pending[:rest]
+	return batch
+}
+
+// queued is how many rows wait for the writer.
+func (l *Log) queued() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.pending)
+}
+
+// reuse returns a written batch's storage for reuse (its rows cleared, so
+// that it holds no strings past their write).
+func (l *Log) reuse(batch []Row) {
+	if cap(batch) == 0 || cap(batch) > 4*maxBatch {
+		return
+	}
+	clear(batch)
+	l.mu.Lock()
+	if l.spare == nil {
+		l.spare = batch[:0]
+	}
+	l.mu.Unlock()
 }
 
 // Flush returns once every row recorded before it was written (or ctx
@@ -161,19 +231,13 @@ func (l *Log) Close() {
 
 func (l *Log) run() {
 	defer close(l.done)
-	batch := make([]Row, 0, maxBatch)
 	prune, cancel := l.clk.After(pruneEvery)
 	defer func() { cancel() }()
 	for {
 		select {
-		case r := <-l.ch:
-			var ack chan struct{}
-			var stop bool
-			batch, ack, stop = l.collect(append(batch[:0], r))
-			l.write(batch)
-			if ack != nil || stop {
-				l.drainAll(batch)
-			}
+		case <-l.wake:
+			ack, stop := l.collect()
+			l.drainAll()
 			if ack != nil {
 				close(ack)
 			}
@@ -181,60 +245,53 @@ func (l *Log) run() {
 				return
 			}
 		case ack := <-l.flushC:
-			l.drainAll(batch)
+			l.drainAll()
 			close(ack)
 		case <-prune:
 			l.prune()
 			prune, cancel = l.clk.After(pruneEvery)
 		case <-l.stop:
-			l.drainAll(batch)
+			l.drainAll()
 			return
 		}
 	}
 }
 
-// collect adds rows to batch for up to batchWait, or until it is full, a
-// Flush asks (ack) or Close does (stop). Rows wait a little so that a
+// collect lets rows gather for up to batchWait, or until a batch is full,
+// a Flush asks (ack) or Close does (stop). Rows wait a little so that a
 // commit (tens of µs) is shared by many of them: nobody waits for a row.
-func (l *Log) collect(batch []Row) ([]Row, chan struct{}, bool) {
+func (l *Log) collect() (chan struct{}, bool) {
+	if l.queued() >= maxBatch {
+		return nil, false
+	}
 	timer, cancel := l.clk.After(batchWait)
 	defer cancel()
-	for len(batch) < maxBatch {
-		select {
-		case r := <-l.ch:
-			batch = append(batch, r)
-		case <-timer:
-			return batch, nil, false
-		case ack := <-l.flushC:
-			return l.drainInto(batch), ack, false
-		case <-l.stop:
-			return l.drainInto(batch), nil, true
-		}
-	}
-	return batch, nil, false
-}
-
-// drainInto adds what is queued now to batch, up to maxBatch.
-func (l *Log) drainInto(batch []Row) []Row {
-	for len(batch) < maxBatch {
-		select {
-		case r := <-l.ch:
-			batch = append(batch, r)
-		default:
-			return batch
-		}
-	}
-	return batch
-}
-
-// drainAll writes everything queued now.
-func (l *Log) drainAll(batch []Row) {
 	for {
-		batch = l.drainInto(batch[:0])
+		select {
+		case <-timer:
+			return nil, false
+		case <-l.wake:
+			if l.queued() >= maxBatch {
+				return nil, false
+			}
+		case ack := <-l.flushC:
+			return ack, false
+		case <-l.stop:
+			return nil, true
+		}
+	}
+}
+
+// drainAll writes everything queued now, a batch at a time.
+func (l *Log) drainAll() {
+	for {
+		batch := l.take()
 		if len(batch) == 0 {
+			l.reuse(batch)
 			return
 		}
 		l.write(batch)
+		l.reuse(batch)
 	}
 }
 
@@ -280,9 +337,10 @@ func (l *Log) prune() {
 		if n < pruneBatch {
 			return
 		}
-		if len(l.ch) > 0 {
-			batch := l.drainInto(make([]Row, 0, maxBatch))
+		if l.queued() > 0 {
+			batch := l.take()
 			l.write(batch)
+			l.reuse(batch)
 		}
 	}
 }

@@ -78,7 +78,7 @@ func TestLogWritesInBatches(t *testing.T) {
 // making the caller wait.
 func TestLogDropsWhenFull(t *testing.T) {
 	db := openTemp(t)
-	l := &Log{db: db, clk: clock.Real{}, ch: make(chan Row, 2), rows: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "x"}, []string{"outcome"})}
+	l := &Log{db: db, clk: clock.Real{}, buffer: 2, wake: make(chan struct{}, 1), rows: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "x"}, []string{"outcome"})}
 	// No writer runs: the queue fills.
 	if !l.Record(row(1, t0, "a", "m", 1)) || !l.Record(row(2, t0, "a", "m", 1)) {
 		t.Fatal("a queue with room refused a row")
@@ -95,6 +95,33 @@ func TestLogDropsWhenFull(t *testing.T) {
 	}
 	if d := counter(l.rows.WithLabelValues("dropped")); d != 1 {
 		t.Fatalf("dropped counter %v", d)
+	}
+}
+
+// TestLogQueueShrinksAfterBurst: a backlog far larger than a batch is
+// written in full, and the queue's storage it grew is let go once it is
+// drained (no buffer outlives the burst that needed it).
+func TestLogQueueShrinksAfterBurst(t *testing.T) {
+	db := openTemp(t)
+	l := NewLog(db, Options{Buffer: 20 * maxBatch})
+	defer l.Close()
+	// Held under the lock, the writer cannot take rows: they pile up.
+	l.mu.Lock()
+	for i := range 10 * maxBatch {
+		l.pending = append(l.pending, row(i, t0, "burst", "m", 1))
+	}
+	l.mu.Unlock()
+	l.Record(row(10*maxBatch, t0, "burst", "m", 1))
+	if err := l.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := db.Count(context.Background()); n != 10*maxBatch+1 {
+		t.Fatalf("%d rows written, want %d", n, 10*maxBatch+1)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if c := cap(l.pending) + cap(l.spare); c > 4*maxBatch {
+		t.Fatalf("queue storage of %d rows kept after the burst", c)
 	}
 }
 
