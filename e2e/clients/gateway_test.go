@@ -254,10 +254,12 @@ func (e exchange) String() string {
 // what clients sent (method, path, query, headers, body) and what they got
 // (status, the start of the body): what a cell reports when it fails, and
 // what tells the wiring which endpoints and fields real clients use.
+// Exchanges are kept in the order they arrived, as they arrive: a stream
+// still open when a cell is judged is there, its status 0 until headers.
 type tap struct {
 	*httptest.Server
 	mu  sync.Mutex
-	log []exchange
+	log []*exchange
 }
 
 const (
@@ -277,8 +279,10 @@ func newTap(target string) *tap {
 			if ex == nil {
 				return nil
 			}
+			tp.mu.Lock()
 			ex.Status = resp.StatusCode
-			resp.Body = &answerTee{ReadCloser: resp.Body, ex: ex}
+			tp.mu.Unlock()
+			resp.Body = &answerTee{ReadCloser: resp.Body, ex: ex, tp: tp}
 			return nil
 		},
 	}
@@ -286,12 +290,12 @@ func newTap(target string) *tap {
 		body, _ := io.ReadAll(io.LimitReader(r.Body, tapBodyLimit))
 		r.Body = io.NopCloser(bytes.NewReader(body))
 		ex := &exchange{Method: r.Method, Path: r.URL.Path, Query: r.URL.RawQuery, Header: r.Header.Clone(), Body: body}
-		rp.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), tapKey{}, ex)))
 		tp.mu.Lock()
 		if len(tp.log) < tapKept {
-			tp.log = append(tp.log, *ex)
+			tp.log = append(tp.log, ex)
 		}
 		tp.mu.Unlock()
+		rp.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), tapKey{}, ex)))
 	}))
 	return tp
 }
@@ -302,21 +306,29 @@ type tapKey struct{}
 type answerTee struct {
 	io.ReadCloser
 	ex *exchange
+	tp *tap
 }
 
 func (a *answerTee) Read(p []byte) (int, error) {
 	n, err := a.ReadCloser.Read(p)
+	a.tp.mu.Lock()
 	if room := tapAnswerLimit - len(a.ex.Answer); room > 0 && n > 0 {
 		a.ex.Answer = append(a.ex.Answer, p[:min(n, room)]...)
 	}
+	a.tp.mu.Unlock()
 	return n, err
 }
 
-// Exchanges returns what the tap saw, oldest first.
+// Exchanges returns a copy of what the tap saw, in arrival order.
 func (tp *tap) Exchanges() []exchange {
 	tp.mu.Lock()
 	defer tp.mu.Unlock()
-	return append([]exchange(nil), tp.log...)
+	out := make([]exchange, len(tp.log))
+	for i, ex := range tp.log {
+		out[i] = *ex
+		out[i].Answer = append([]byte(nil), ex.Answer...)
+	}
+	return out
 }
 
 // summary lists exchanges one per line, for a failure's reason.

@@ -70,7 +70,7 @@ type Request struct {
 	Query  string
 	Header http.Header
 	Body   []byte
-	Status int    // the status the fake answered
+	Status int    // the status the fake answered (0 while it answers)
 	Answer []byte // the start of an error answer (status 400 and above)
 }
 
@@ -88,7 +88,7 @@ type Server struct {
 	seq    atomic.Int64
 
 	mu   sync.Mutex
-	reqs []Request
+	reqs []*Request
 }
 
 // New starts a fake of vendor v.
@@ -121,11 +121,16 @@ func (s *Server) BaseURL() string {
 	return s.URL + "/v1"
 }
 
-// Requests returns a copy of the requests received so far, oldest first.
+// Requests returns a copy of the requests received so far, in arrival
+// order; one still being answered has Status 0.
 func (s *Server) Requests() []Request {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return append([]Request(nil), s.reqs...)
+	out := make([]Request, len(s.reqs))
+	for i, r := range s.reqs {
+		out[i] = *r
+	}
+	return out
 }
 
 // Reset forgets the recorded requests.
@@ -165,7 +170,8 @@ func (w *statusWriter) Flush() {
 	}
 }
 
-// record reads the body (bounded), runs h and keeps the exchange.
+// record reads the body (bounded), keeps the request in arrival order,
+// runs h and then notes the answer's status.
 func (s *Server) record(h http.HandlerFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, err := io.ReadAll(io.LimitReader(r.Body, maxBody+1))
@@ -174,16 +180,19 @@ func (s *Server) record(h http.HandlerFunc) http.Handler {
 			return
 		}
 		r.Body = io.NopCloser(bytes.NewReader(body))
+		rec := &Request{Method: r.Method, Path: r.URL.Path, Query: r.URL.RawQuery, Header: r.Header.Clone(), Body: body}
+		s.mu.Lock()
+		if len(s.reqs) < maxKept {
+			s.reqs = append(s.reqs, rec)
+		}
+		s.mu.Unlock()
 		sw := &statusWriter{ResponseWriter: w}
 		if s.opts.Latency > 0 {
 			time.Sleep(s.opts.Latency)
 		}
 		h(sw, r)
 		s.mu.Lock()
-		if len(s.reqs) < maxKept {
-			s.reqs = append(s.reqs, Request{Method: r.Method, Path: r.URL.Path, Query: r.URL.RawQuery,
-				Header: r.Header.Clone(), Body: body, Status: sw.status, Answer: sw.answer})
-		}
+		rec.Status, rec.Answer = sw.status, sw.answer
 		s.mu.Unlock()
 	})
 }

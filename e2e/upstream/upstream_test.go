@@ -213,7 +213,9 @@ func TestGeminiStructuredOutput(t *testing.T) {
 		"generationConfig":{"responseMimeType":"application/json","responseJsonSchema":{"type":"OBJECT",
 		"properties":{"score":{"type":"INTEGER"},"why":{"type":"STRING"}}}}}`)
 	var r struct {
-		Candidates []struct{ Content struct{ Parts []struct{ Text string } } }
+		Candidates []struct {
+			Content struct{ Parts []struct{ Text string } }
+		}
 	}
 	json.Unmarshal([]byte(body), &r)
 	var v map[string]any
