@@ -127,11 +127,10 @@ var anthropicGateway = map[string]func(context.Context, sdkClient) error{
 		if err != nil {
 			return err
 		}
+		var ids []string
 		for _, m := range page.Data {
-			if m.ID == sdkModel {
-				return nil
-			}
+			ids = append(ids, m.ID)
 		}
-		return fmt.Errorf("the model list lacks %s", sdkModel)
+		return listed(ids)
 	},
 }

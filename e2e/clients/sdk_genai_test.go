@@ -147,11 +147,10 @@ var genaiGateway = map[string]func(context.Context, sdkClient) error{
 		if err != nil {
 			return err
 		}
+		var ids []string
 		for _, m := range page.Items {
-			if strings.TrimPrefix(m.Name, "models/") == sdkModel {
-				return nil
-			}
+			ids = append(ids, m.Name)
 		}
-		return fmt.Errorf("the model list lacks %s", sdkModel)
+		return listed(ids)
 	},
 }

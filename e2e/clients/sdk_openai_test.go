@@ -24,12 +24,11 @@ var sdks = []sdkSpec{
 			if err != nil {
 				return err
 			}
+			var ids []string
 			for _, m := range page.Data {
-				if m.ID == sdkModel {
-					return nil
-				}
+				ids = append(ids, m.ID)
 			}
-			return fmt.Errorf("the model list lacks %s", sdkModel)
+			return listed(ids)
 		}}},
 	{name: "openai-go.responses", vendor: upstream.OpenAI, make: newOpenAIResponses},
 	{name: "anthropic-go", vendor: upstream.Anthropic, make: newAnthropic, perProvider: anthropicExtra, atGateway: anthropicGateway},

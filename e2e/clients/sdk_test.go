@@ -239,3 +239,14 @@ func wantError(c sdkClient, status int, text string, call func(ctx context.Conte
 		return nil
 	})
 }
+
+// listed checks that a model list (ids as the SDK gives them) names
+// sdkModel.
+func listed(ids []string) error {
+	for _, id := range ids {
+		if strings.TrimPrefix(id, "models/") == sdkModel {
+			return nil
+		}
+	}
+	return fmt.Errorf("the model list %v lacks %s", ids, sdkModel)
+}
