@@ -19,6 +19,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -251,13 +252,21 @@ func (o *outside) Hosts() []string {
 }
 
 // execAgent runs one agent process in e.work with env; stdin is empty.
+// The agent gets a process group of its own: at the deadline the whole
+// group is killed (codex's node wrapper, its Rust binary and the shells it
+// runs), and whatever the agent left running when it exited goes too.
 func execAgent(ctx context.Context, e agentEnv, env []string, name string, args ...string) (stdout, stderr string, err error) {
 	cmd := exec.CommandContext(ctx, filepath.Join(e.bin, name), args...)
 	cmd.Dir, cmd.Env = e.work, append(append([]string{}, e.env...), env...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	cmd.WaitDelay = 5 * time.Second
 	var o, s bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &o, &s
 	err = cmd.Run()
+	if cmd.Process != nil {
+		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	}
 	return o.String(), s.String(), err
 }
 
