@@ -15,4 +15,11 @@
 // package-lock.json into a cache outside the repository
 // ($SWITCHBOARD_CLIENTS_DIR, else $XDG_CACHE_HOME/switchboard-clients, else
 // ~/.cache/switchboard-clients), once per lock file.
+//
+// Flags (after -args) and variables: -matrix FILE (SWITCHBOARD_MATRIX)
+// writes the matrix as Markdown; -dump DIR (SWITCHBOARD_CLIENTS_DUMP)
+// keeps every request each client sent the gateway and each upstream
+// received; SWITCHBOARD_GATEWAY_BIN runs a prebuilt gateway binary instead
+// of building this tree's; SWITCHBOARD_AGENT_DEADLINE (a Go duration,
+// default 120s) bounds one agent run.
 package clients
