@@ -128,4 +128,20 @@ func TestSmoke(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(out, "hedge-latest.md")); err != nil {
 		t.Error(err)
 	}
+
+	// The ledger mode, briefly, on each store it runs on: every request
+	// served and counted, its cost settled exactly, nothing held.
+	for _, st := range []string{meterSQLite, meterRedis} {
+		if st == meterRedis && redisBinary() == "" && os.Getenv("CI") == "" {
+			t.Log("ledger redis skipped: redis-server is not installed")
+			continue
+		}
+		lr, err := Ledger(gw, st, out, 300, 4, testWriter{t})
+		if err != nil {
+			t.Fatalf("ledger %s: %v", st, err)
+		}
+		if lr.Served != 300 || lr.Refused != 0 || lr.Counted != 300 || lr.Settled != lr.Expected || lr.Held != 0 || len(lr.Samples) == 0 {
+			t.Errorf("ledger %s: %+v", st, lr)
+		}
+	}
 }

@@ -244,9 +244,13 @@ func waitHealthy(base string) error {
 }
 
 // scrapeGauge reads one unlabelled gauge from a Prometheus exposition.
-func scrapeGauge(url, name string) int64 {
+func scrapeGauge(url, name string) int64 { return scrapeGaugeAs(url, name, soakToken) }
+
+// scrapeGaugeAs is scrapeGauge with the gateway key token (/metrics is
+// behind the gateway token or an admin key); -1 when it cannot be read.
+func scrapeGaugeAs(url, name, token string) int64 {
 	req, _ := http.NewRequest(http.MethodGet, url, nil)
-	req.Header.Set("Authorization", "Bearer "+soakToken) // /metrics is behind the gateway token
+	req.Header.Set("Authorization", "Bearer "+token)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return -1

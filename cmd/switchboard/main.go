@@ -30,6 +30,7 @@ import (
 	"switchboard/internal/admit"
 	"switchboard/internal/clock"
 	"switchboard/internal/config"
+	"switchboard/internal/front"
 	reloadpkg "switchboard/internal/reload"
 	"switchboard/internal/server"
 	"switchboard/internal/store"
@@ -170,7 +171,7 @@ func prices(args []string, stdout, stderr io.Writer) int {
 func serve(args []string, stdout, stderr io.Writer) int {
 	fs := flagSet("serve", stdout, stderr)
 	path := fs.String("config", envOr("CONFIG_FILE", "config/config.yaml"), "config file (env CONFIG_FILE)")
-	boot := slog.New(server.LogHandler{Handler: slog.NewTextHandler(stderr, nil)})
+	boot := slog.New(front.LogHandler{Handler: slog.NewTextHandler(stderr, nil)})
 	defListen, err := listenDefault(os.Getenv)
 	if err != nil {
 		boot.Error("bad listen address", "error", err.Error())
@@ -339,7 +340,7 @@ func newLogger(w io.Writer, cfg *config.Config, level *slog.LevelVar) *slog.Logg
 	if cfg.Logging.Format == "json" {
 		h = slog.NewJSONHandler(w, opts)
 	}
-	return slog.New(server.LogHandler{Handler: h})
+	return slog.New(front.LogHandler{Handler: h})
 }
 
 func setLevel(v *slog.LevelVar, s string) {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"switchboard/internal/config"
+	"switchboard/internal/dispatch"
 	"switchboard/internal/idempotency"
 	"switchboard/internal/queue"
 	"switchboard/internal/server"
@@ -26,7 +27,7 @@ func openQueue(cfg *config.Config, log *slog.Logger) (*queue.Queue, error) {
 	if err != nil {
 		return nil, err
 	}
-	q := queue.New(c, server.QueueOptions(cfg))
+	q := queue.New(c, queue.OptionsOf(&cfg.Queue))
 	ctx, cancel := context.WithTimeout(context.Background(), cfg.Redis.ConnectTimeout.D()+cfg.Redis.CommandTimeout.D())
 	defer cancel()
 	if err := q.Check(ctx); err != nil {
@@ -42,7 +43,7 @@ func openQueue(cfg *config.Config, log *slog.Logger) (*queue.Queue, error) {
 // startQueue starts distributed execution when queue.mode is redis; wait
 // blocks until the worker drained. ok=false: refuse to start.
 func startQueue(ctx context.Context, srv *server.Server, cfg *config.Config, roleName string, log *slog.Logger) (wait func(), ok bool) {
-	role, err := server.ParseRole(roleName)
+	role, err := dispatch.ParseRole(roleName)
 	if err != nil {
 		log.Error("bad --role / SWITCHBOARD_ROLE", "error", err.Error())
 		return nil, false
@@ -149,7 +150,7 @@ func queueCmd(args []string, stdout, stderr io.Writer) int {
 // shares Redis (the queue's client in queue mode), else the SQLite store's
 // file, else memory.
 func openIdempotency(cfg *config.Config, st store.Store) (idempotency.Store, func(), error) {
-	lim := server.IdempotencyLimits(cfg)
+	lim := idempotency.LimitsOf(&cfg.Idempotency)
 	if cfg.Redis.Enabled() {
 		c, err := queue.Dial(cfg.Redis.URL, cfg.Redis.CommandTimeout.D(), cfg.Redis.ConnectTimeout.D(), 32)
 		if err != nil {

@@ -15,6 +15,7 @@ import (
 	"unicode/utf8"
 
 	"switchboard/internal/config"
+	"switchboard/internal/inference"
 	"switchboard/internal/provider/mock"
 	"switchboard/internal/server"
 	"switchboard/internal/usagelog"
@@ -144,8 +145,8 @@ auth: {keys: {sk-admin: {tenant: ops, role: admin}, sk-t: {tenant: t}}}
 			t.Fatal(err)
 		}
 		resp.Body.Close()
-		if resp.StatusCode != 200 || resp.Header.Get(server.FallbackModelHeader) != want {
-			t.Fatalf("%d, fallback %q, want %q", resp.StatusCode, resp.Header.Get(server.FallbackModelHeader), want)
+		if resp.StatusCode != 200 || resp.Header.Get(inference.FallbackModelHeader) != want {
+			t.Fatalf("%d, fallback %q, want %q", resp.StatusCode, resp.Header.Get(inference.FallbackModelHeader), want)
 		}
 	}
 	// Each handler records its row as it returns: wait for both.

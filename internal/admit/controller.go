@@ -71,9 +71,13 @@ type Refusal struct {
 	// RetryAfter in whole seconds (0 = no header).
 	RetryAfter int
 	Scope      Scope
-	// Advice is the refused counter for advisory headers (429 only); its
-	// Reset equals RetryAfter.
+	// Advice is the refused counter for advisory headers (429 only; the
+	// caller's own or the gateway's, never a provider's); its Reset
+	// equals RetryAfter.
 	Advice Advice
+	// Fit is the largest output limit a request_exceeds_budget refusal
+	// found to fit (0: none).
+	Fit int64
 }
 
 func (r *Refusal) Error() string { return fmt.Sprintf("%d %s: %s", r.Status, r.Code, r.Message) }
@@ -130,7 +134,7 @@ func New(st store.Store, clk clock.Clock, reg prometheus.Registerer) *Controller
 	}
 	c := &Controller{st: st, clk: clk, gates: map[string]*limit.Gate{}}
 	c.reqGate = limit.NewGate(clk, 256)
-	c.m = newMetrics(reg, newGateCollector(c))
+	c.m = newMetrics(reg, newGateCollector(c), st)
 	return c
 }
 

@@ -118,7 +118,7 @@ func TestKeyLedgerBesideTenant(t *testing.T) {
 			}
 			// What is left of the key's budget is less than a reservation.
 			_, ref = e.c.Admit(ctx, attempt(id, "m1"))
-			if ref == nil || ref.Code != CodeRequestTooCostly || !strings.Contains(ref.Message, "key's own limit") {
+			if ref == nil || ref.Code != CodeRequestTooCostly || !strings.Contains(ref.Message, "this key's own spend budget") {
 				t.Fatalf("key budget = %+v", ref)
 			}
 			// The tenant's rpm (3) refuses after the key's admission: the
@@ -136,9 +136,13 @@ func TestKeyLedgerBesideTenant(t *testing.T) {
 				t.Fatalf("tenant rpm = %+v", ref)
 			}
 			waitFor(t, func() bool { res, set := ledger(id.KeyLedger(), 3600); return res == 0 && set == cost })
-			// The key's daily count: 4 attempts so far.
+			// The key's daily count: 3 requests so far (the one the
+			// tenant's rpm refused is not one).
 			e.clk.Advance(2 * time.Minute)
-			id.KeyDailyRequests = n(4)
+			if v, _ := e.c.KeyUsage(ctx, id); v == nil || v.RequestsToday == nil || *v.RequestsToday != 3 {
+				t.Fatalf("key requests today = %+v", v)
+			}
+			id.KeyDailyRequests = n(3)
 			_, ref = e.c.Admit(ctx, attempt(id, "m1"))
 			if ref == nil || ref.Code != CodeDaily || !strings.Contains(ref.Message, "key's own limit") {
 				t.Fatalf("key daily = %+v", ref)

@@ -1,9 +1,13 @@
 package admit
 
 import (
+	"context"
 	"errors"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"switchboard/internal/store"
 )
 
 // Rejection reasons (the reason label of switchboard_rejected_total).
@@ -33,9 +37,13 @@ type metrics struct {
 	// admission decision; it is what an alert on a nearly spent budget
 	// reads. Several keys of one tenant share the label: the latest wins.
 	budgetUsed *prometheus.GaugeVec
+	// overBound counts answers whose output passed the output bound their
+	// reservation covered: a stream cut there, or a unary answer charged
+	// in full.
+	overBound *prometheus.CounterVec
 }
 
-func newMetrics(reg prometheus.Registerer, gates prometheus.Collector) *metrics {
+func newMetrics(reg prometheus.Registerer, gates prometheus.Collector, st store.Store) *metrics {
 	m := &metrics{
 		queueWait: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "switchboard_admission_queue_wait_seconds", Help: "Time spent waiting for a concurrency slot (scope request or provider).",
@@ -66,6 +74,10 @@ func newMetrics(reg prometheus.Registerer, gates prometheus.Collector) *metrics 
 		budgetUsed: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "switchboard_budget_used_ratio", Help: "Spent (reserved + settled) over budget in the tenant's current window, as of its latest admission decision.",
 		}, []string{"tenant"}),
+		overBound: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "switchboard_output_over_bound_total",
+			Help: "Answers whose output passed the output bound their budget reservation covered: outcome cut (a stream ended there) or charged (a unary answer, charged in full).",
+		}, []string{"provider", "model", "outcome"}),
 	}
 	if reg == nil {
 		return m
@@ -79,7 +91,22 @@ func newMetrics(reg prometheus.Registerer, gates prometheus.Collector) *metrics 
 	m.skipped = register(reg, m.skipped)
 	m.settleErr = register(reg, m.settleErr)
 	m.budgetUsed = register(reg, m.budgetUsed)
+	m.overBound = register(reg, m.overBound)
 	register(reg, gates)
+	if hc, ok := st.(store.HoldCounter); ok {
+		register(reg, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "switchboard_spend_live_holds",
+			Help: "Budgeted attempts admitted and not yet ended (their live holds, bounded by spend.max_retained_attempts; fleet-wide with Redis). -1 when the store cannot be read.",
+		}, func() float64 {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			defer cancel()
+			n, err := hc.LiveHolds(ctx)
+			if err != nil {
+				return -1
+			}
+			return float64(n)
+		}))
+	}
 	return m
 }
 

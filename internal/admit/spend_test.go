@@ -356,27 +356,45 @@ func TestBudgetUsedRatio(t *testing.T) {
 	}
 }
 
-func TestRetainedAttemptsFull(t *testing.T) {
+// spend.max_retained_attempts bounds the live holds: budgeted attempts in
+// flight. Settled attempts need none, so a long run of them never fills
+// it; when it is full a budgeted attempt is refused (503), an unbudgeted
+// one is not.
+func TestLiveHoldsFull(t *testing.T) {
 	e := setup(t, pricing+budgetKey("1", "")+"spend: {max_retained_attempts: 2}\n")
 	id := e.id(t, "sk-b")
-	for range 2 {
-		pm, _ := e.c.Admit(ctx, attempt(id, "m1"))
+	for range 50 {
+		pm, ref := e.c.Admit(ctx, attempt(id, "m1"))
+		if ref != nil {
+			t.Fatalf("settled attempts filled the ledger: %+v", ref)
+		}
 		pm.Settle(Usage{Input: 1})
 	}
+	var open []*Permit
+	for range 2 {
+		pm, ref := e.c.Admit(ctx, attempt(id, "m1"))
+		if ref != nil {
+			t.Fatal(ref)
+		}
+		open = append(open, pm)
+	}
+	before := spendOf(t, e, id)
 	_, ref := e.c.Admit(ctx, attempt(id, "m1"))
-	if ref == nil || ref.Status != 503 || ref.Code != CodeOverloaded || ref.Scope != ScopeRequest {
+	if ref == nil || ref.Status != 503 || ref.Code != CodeOverloaded || ref.Scope != ScopeRequest ||
+		!strings.Contains(ref.Message, "spend.max_retained_attempts") {
 		t.Fatalf("full = %+v", ref)
 	}
-	if sv := spendOf(t, e, id); sv.ReservedNano != 0 {
+	if sv := spendOf(t, e, id); sv.ReservedNano != before.ReservedNano {
 		t.Errorf("a full ledger debited: %+v", sv)
 	}
 	// Unbudgeted traffic is not refused by a full ledger.
 	if _, ref := e.c.Admit(ctx, attempt(nil, "m1")); ref != nil {
 		t.Errorf("unbudgeted refused: %+v", ref)
 	}
-	e.clk.Advance(store.Retention)
+	// An attempt that ends, however it ends, frees its live hold.
+	open[0].Keep()
 	if _, ref := e.c.Admit(ctx, attempt(id, "m1")); ref != nil {
-		t.Errorf("not reclaimed after 24 h: %+v", ref)
+		t.Errorf("no room once a live hold ended: %+v", ref)
 	}
 }
 

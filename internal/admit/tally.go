@@ -21,8 +21,8 @@ import (
 type Tally struct {
 	mu sync.Mutex
 	t  TallyTotals
-	// open counts attempts admitted and not yet ended; closed is set by
-	// Close, and then done runs once open is 0.
+	// open counts attempts being decided, or admitted and not yet ended;
+	// closed is set by Close, and then done runs once open is 0.
 	open   int
 	closed bool
 	done   func(TallyTotals)
@@ -79,13 +79,24 @@ func (t *Tally) fire() {
 	done(totals)
 }
 
+// begin notes an attempt being decided: done waits for it. attempt (it
+// was admitted) or ended (it was not) follows.
+func (t *Tally) begin() {
+	if t == nil {
+		return
+	}
+	t.mu.Lock()
+	t.open++
+	t.mu.Unlock()
+}
+
+// attempt counts an admitted attempt (begun; it stays open until ended).
 func (t *Tally) attempt() {
 	if t == nil {
 		return
 	}
 	t.mu.Lock()
 	t.t.Attempts++
-	t.open++
 	t.mu.Unlock()
 }
 

@@ -144,3 +144,21 @@ func TestLimitsSeedFields(t *testing.T) {
 		}
 	}
 }
+
+// TestTenantCounting: limits.tenant_counting, request by default.
+func TestTenantCounting(t *testing.T) {
+	for _, tt := range []struct{ yaml, want, err string }{
+		{minimal, CountRequests, ""},
+		{minimal + "limits: {tenant_counting: attempt}\n", CountAttempts, ""},
+		{minimal + "limits: {tenant_counting: request}\n", CountRequests, ""},
+		{minimal + "limits: {tenant_counting: attempts}\n", "", "limits.tenant_counting"},
+	} {
+		c, err := parse([]byte(tt.yaml), "t.yaml", mapEnv(nil))
+		switch {
+		case tt.err != "" && (err == nil || !strings.Contains(err.Error(), tt.err)):
+			t.Errorf("%q: err %v", tt.yaml, err)
+		case tt.err == "" && (err != nil || c.Limits.TenantCounting != tt.want):
+			t.Errorf("%q: %v %v", tt.yaml, c, err)
+		}
+	}
+}

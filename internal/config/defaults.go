@@ -74,6 +74,7 @@ func (l *loader) applyDefaults(c *Config) {
 	setDefault(l, "limits.window", &c.Limits.Window, Windows{RPM: WindowBucket, TPM: WindowBucket})
 	setDefault(l, "limits.body_timeout", &c.Limits.BodyTimeout, Duration(defaultBodyTimeout))
 	setDefault(l, "limits.max_buffered_bytes", &c.Limits.MaxBufferedBytes, defaultMaxBufferedBytes)
+	setDefault(l, "limits.tenant_counting", &c.Limits.TenantCounting, CountRequests)
 	setDefault(l, "store.backend", &c.Store.Backend, StoreSQLite)
 	setDefault(l, "config.unknown_fields", &c.Config.UnknownFields, UnknownStrict)
 	setDefault(l, "spend.max_retained_attempts", &c.Spend.MaxRetainedAttempts, defaultMaxRetainedAttempts)
@@ -92,6 +93,7 @@ func (l *loader) applyDefaults(c *Config) {
 		base := "providers." + name
 		pr.Name = name
 		setDefault(l, base+".type", &pr.Type, TypeOpenAI)
+		l.cloudDefaults(base, pr)
 		if pr.Mock == nil && pr.Type == TypeMock {
 			pr.Mock = &Mock{}
 		}

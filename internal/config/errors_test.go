@@ -158,7 +158,7 @@ models: [{name: m, providers: [{provider: p}, {provider: q}]}]
       tokens: 3
 models: [{name: m, providers: [{provider: p}, {provider: q}]}]
 `, []want{
-			{"t.yaml:3: providers.p.type", `must be one of openai, anthropic, gemini, mock, got "grpc"`},
+			{"t.yaml:3: providers.p.type", `must be one of openai, anthropic, gemini, mock, azure, bedrock, vertex, got "grpc"`},
 			{"t.yaml:8: providers.q.api_keys[0]", "must not be empty"},
 			{"t.yaml:10: providers.q.headers.Bad Header", `invalid header name "Bad Header"`},
 			{"t.yaml:11: providers.q.headers.X-Ok", "must not contain CR, LF or NUL"},

@@ -77,7 +77,7 @@ pricing:
 	}
 	want := Limits{MaxRequestBody: 10 << 20, MaxConcurrency: 10, QueueTimeout: Duration(250 * time.Millisecond),
 		RPM: i64(600), TPM: i64(0), PenaltySeconds: 0, AdvisoryHeaders: true, AdvisoryPrefix: DefaultAdvisoryPrefix, Window: Windows{WindowBucket, WindowBucket},
-		BodyTimeout: Duration(30 * time.Second), MaxBufferedBytes: 512 << 20}
+		BodyTimeout: Duration(30 * time.Second), MaxBufferedBytes: 512 << 20, TenantCounting: CountRequests}
 	if !reflect.DeepEqual(c.Limits, want) {
 		t.Errorf("limits = %+v, want %+v", c.Limits, want)
 	}

@@ -70,6 +70,7 @@ func parse(data []byte, filename string, getenv func(string) (string, bool)) (*C
 		sort.SliceStable(l.errs, func(i, j int) bool { return l.errs[i].Line < l.errs[j].Line })
 		return nil, &l.errs
 	}
+	c.Warnings = append(c.Warnings, l.cloudWarnings(c)...)
 	if w := noOperator(&c.Auth); w != "" {
 		c.Warnings = append(c.Warnings, w)
 	}

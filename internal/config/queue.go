@@ -72,23 +72,35 @@ const (
 	QueueRedis = "redis"
 )
 
+// QueueDefaults is the queue section with every field at its default:
+// the one place the queue's defaults are written. Load fills each
+// omitted field from it, and the queue package takes a bound left at zero
+// from it.
+func QueueDefaults() Queue {
+	return Queue{Mode: QueueOff, Depth: 10_000, MaxDeliveries: 3, Lease: Duration(15 * time.Second),
+		OriginLease: Duration(15 * time.Second), WorkerConcurrency: 64, RetainedJobs: 10_000,
+		RetainedBaseBytes: 512 * mib, RetainedTerminalBytes: 512 * mib, UnaryTerminalBytes: 64 * mib,
+		StreamTerminalBytes: 128 * 1024, ResultTTL: Duration(time.Minute), DLQMax: 1000, DLQBytes: 64 * mib,
+		DLQTTL: Duration(24 * time.Hour)}
+}
+
 func (l *loader) queueDefaults(c *Config) {
-	q := &c.Queue
-	setDefault(l, "queue.mode", &q.Mode, QueueOff)
-	setDefault(l, "queue.depth", &q.Depth, 10_000)
-	setDefault(l, "queue.max_deliveries", &q.MaxDeliveries, 3)
-	setDefault(l, "queue.lease", &q.Lease, Duration(15*time.Second))
-	setDefault(l, "queue.origin_lease", &q.OriginLease, Duration(15*time.Second))
-	setDefault(l, "queue.worker_concurrency", &q.WorkerConcurrency, 64)
-	setDefault(l, "queue.retained_jobs", &q.RetainedJobs, 10_000)
-	setDefault(l, "queue.retained_base_bytes", &q.RetainedBaseBytes, 512*mib)
-	setDefault(l, "queue.retained_terminal_bytes", &q.RetainedTerminalBytes, 512*mib)
-	setDefault(l, "queue.unary_terminal_bytes", &q.UnaryTerminalBytes, 64*mib)
-	setDefault(l, "queue.stream_terminal_bytes", &q.StreamTerminalBytes, 128*1024)
-	setDefault(l, "queue.result_ttl", &q.ResultTTL, Duration(time.Minute))
-	setDefault(l, "queue.dlq_max", &q.DLQMax, 1000)
-	setDefault(l, "queue.dlq_bytes", &q.DLQBytes, 64*mib)
-	setDefault(l, "queue.dlq_ttl", &q.DLQTTL, Duration(24*time.Hour))
+	q, d := &c.Queue, QueueDefaults()
+	setDefault(l, "queue.mode", &q.Mode, d.Mode)
+	setDefault(l, "queue.depth", &q.Depth, d.Depth)
+	setDefault(l, "queue.max_deliveries", &q.MaxDeliveries, d.MaxDeliveries)
+	setDefault(l, "queue.lease", &q.Lease, d.Lease)
+	setDefault(l, "queue.origin_lease", &q.OriginLease, d.OriginLease)
+	setDefault(l, "queue.worker_concurrency", &q.WorkerConcurrency, d.WorkerConcurrency)
+	setDefault(l, "queue.retained_jobs", &q.RetainedJobs, d.RetainedJobs)
+	setDefault(l, "queue.retained_base_bytes", &q.RetainedBaseBytes, d.RetainedBaseBytes)
+	setDefault(l, "queue.retained_terminal_bytes", &q.RetainedTerminalBytes, d.RetainedTerminalBytes)
+	setDefault(l, "queue.unary_terminal_bytes", &q.UnaryTerminalBytes, d.UnaryTerminalBytes)
+	setDefault(l, "queue.stream_terminal_bytes", &q.StreamTerminalBytes, d.StreamTerminalBytes)
+	setDefault(l, "queue.result_ttl", &q.ResultTTL, d.ResultTTL)
+	setDefault(l, "queue.dlq_max", &q.DLQMax, d.DLQMax)
+	setDefault(l, "queue.dlq_bytes", &q.DLQBytes, d.DLQBytes)
+	setDefault(l, "queue.dlq_ttl", &q.DLQTTL, d.DLQTTL)
 
 	i := &c.Idempotency
 	setDefault(l, "idempotency.ttl", &i.TTL, Duration(24*time.Hour))

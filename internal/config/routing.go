@@ -35,7 +35,8 @@ const (
 // Conditions under which a model's fallbacks are tried (fallbacks.on).
 const (
 	// FallbackError: the providers failed (5xx, timeouts, transport
-	// errors, bad answers, the gateway's own provider refusals).
+	// errors, bad answers, the gateway's own provider refusals other than
+	// budget ones).
 	FallbackError = "error"
 	// FallbackContextWindow: the request does not fit the model's context
 	// window (estimated before sending, or a provider said so).
@@ -45,10 +46,14 @@ const (
 	// FallbackRateLimit: every provider answered 429 (or was paused or
 	// at its own limit).
 	FallbackRateLimit = "rate_limit"
+	// FallbackBudget: the caller's budget could not take the request on
+	// any provider (its reservation exceeds what is left, or its cost
+	// cannot be bounded under the budget): another model may be cheaper.
+	FallbackBudget = "budget"
 )
 
 // FallbackConditions lists the valid fallbacks.on values, also the default.
-var FallbackConditions = []string{FallbackError, FallbackContextWindow, FallbackContentPolicy, FallbackRateLimit}
+var FallbackConditions = []string{FallbackError, FallbackContextWindow, FallbackContentPolicy, FallbackRateLimit, FallbackBudget}
 
 // Fallbacks are the models tried, in order, after every provider of a
 // model failed with one of the On conditions. YAML: a list of model names

@@ -78,7 +78,7 @@ func TestRoutingValidation(t *testing.T) {
 		{"unknown condition", `models:
   - {name: x, providers: [{provider: a}], fallbacks: {models: [y], on: [timeout]}}
   - {name: y, providers: [{provider: a}]}
-`, []want{{"t.yaml:5: models[0].fallbacks.on", `must be among error, context_window, content_policy, rate_limit, got "timeout"`}}},
+`, []want{{"t.yaml:5: models[0].fallbacks.on", `must be among error, context_window, content_policy, rate_limit, budget, got "timeout"`}}},
 		{"unknown field in fallbacks", `models:
   - {name: x, providers: [{provider: a}], fallbacks: {model: [y]}}
   - {name: y, providers: [{provider: a}]}
@@ -89,7 +89,7 @@ func TestRoutingValidation(t *testing.T) {
 		{"no condition: the fallbacks would never be tried", `models:
   - {name: x, providers: [{provider: a}], fallbacks: {models: [y], on: []}}
   - {name: y, providers: [{provider: a}]}
-`, []want{{"t.yaml:5: models[0].fallbacks.on", "names no condition; list some of error, context_window, content_policy, rate_limit, or leave on out"}}},
+`, []want{{"t.yaml:5: models[0].fallbacks.on", "names no condition; list some of error, context_window, content_policy, rate_limit, budget, or leave on out"}}},
 		{"itself twice: said once, then the repeat", `models:
   - {name: x, providers: [{provider: a}], fallbacks: [x, x]}
 `, []want{

@@ -12,6 +12,10 @@ const (
 	TypeAnthropic = "anthropic"
 	TypeGemini    = "gemini"
 	TypeMock      = "mock"
+	// The clouds (see cloud.go): Azure OpenAI, AWS Bedrock, Google Vertex AI.
+	TypeAzure   = "azure"
+	TypeBedrock = "bedrock"
+	TypeVertex  = "vertex"
 )
 
 // Config is one loaded, validated configuration. It is immutable once
@@ -59,7 +63,8 @@ type Config struct {
 type Provider struct {
 	// Name is the key under providers:, filled by Load.
 	Name string `yaml:"-"`
-	// Type selects the wire protocol: openai (default), anthropic, gemini, mock.
+	// Type selects the wire protocol: openai (default), anthropic, gemini,
+	// mock, or a cloud: azure, bedrock, vertex.
 	Type string `yaml:"type"`
 	// BaseURL is the API root, e.g. https://api.openai.com/v1. Required
 	// (http or https) except for type mock.
@@ -83,6 +88,52 @@ type Provider struct {
 	// 0..1e12.
 	RPM *int64 `yaml:"rpm"`
 	TPM *int64 `yaml:"tpm"`
+
+	// Cloud settings; each is refused on the types it does not apply to
+	// (see cloud.go).
+
+	// APIVersion (azure, required): the api-version query of the
+	// deployment paths (e.g. 2024-10-21, 2025-04-01-preview), or v1 for
+	// the /openai/v1/ paths.
+	APIVersion string `yaml:"api_version"`
+	// Entra (azure): authenticate with Microsoft Entra ID instead of
+	// api_key; nil = api_key.
+	Entra *Entra `yaml:"entra"`
+	// Region (bedrock, required): the AWS region, e.g. us-east-1.
+	Region string `yaml:"region"`
+	// Profile (bedrock): the shared config profile to read credentials
+	// from; "" = AWS_PROFILE or default.
+	Profile string `yaml:"profile"`
+	// RoleARN and ExternalID (bedrock): assume this role with the
+	// credentials found; "" = use them as they are.
+	RoleARN    string `yaml:"role_arn"`
+	ExternalID string `yaml:"external_id"`
+	// Project and Location (vertex, required): the Google Cloud project
+	// and the location of the endpoint (a region, or global).
+	Project  string `yaml:"project"`
+	Location string `yaml:"location"`
+	// CredentialsFile (vertex): a service-account (or workload identity
+	// federation) JSON file; "" = Application Default Credentials.
+	CredentialsFile string `yaml:"credentials_file"`
+}
+
+// Entra is Microsoft Entra ID authentication for an azure provider.
+type Entra struct {
+	// Method is client_secret, workload_identity or managed_identity.
+	Method string `yaml:"method"`
+	// TenantID and ClientID name the app registration (client_secret,
+	// workload_identity; default AZURE_TENANT_ID / AZURE_CLIENT_ID), or a
+	// user-assigned managed identity (ClientID; "" = system-assigned).
+	TenantID string `yaml:"tenant_id"`
+	ClientID string `yaml:"client_id"`
+	// ClientSecret is the app's secret (client_secret).
+	ClientSecret string `yaml:"client_secret"`
+	// TokenFile is the federated token (workload_identity; default
+	// AZURE_FEDERATED_TOKEN_FILE).
+	TokenFile string `yaml:"token_file"`
+	// AuthorityHost is the Entra endpoint; default
+	// https://login.microsoftonline.com/ (set it for sovereign clouds).
+	AuthorityHost string `yaml:"authority_host"`
 }
 
 // Keys returns the provider's API keys in rotation order.
@@ -390,7 +441,20 @@ type Limits struct {
 	// does not fit fails its attempt as bad_response. Default 512 MiB,
 	// range 1 MiB..64 GiB.
 	MaxBufferedBytes int64 `yaml:"max_buffered_bytes"`
+	// TenantCounting says what a tenant's (and an issued key's own) rpm,
+	// daily count and tpm count: request (default: each client request
+	// once, whatever retries, fallbacks and hedges the gateway makes for
+	// it; tpm settles on the tokens used) or attempt (every provider
+	// attempt, llmshim's rule). Provider and global buckets count every
+	// attempt either way.
+	TenantCounting string `yaml:"tenant_counting"`
 }
+
+// limits.tenant_counting values.
+const (
+	CountRequests = "request"
+	CountAttempts = "attempt"
+)
 
 // Store selects where admission and spend state lives.
 type Store struct {

@@ -24,7 +24,7 @@ const (
 
 var (
 	storeBackends = []string{StoreSQLite, StoreMemory}
-	providerTypes = []string{TypeOpenAI, TypeAnthropic, TypeGemini, TypeMock}
+	providerTypes = []string{TypeOpenAI, TypeAnthropic, TypeGemini, TypeMock, TypeAzure, TypeBedrock, TypeVertex}
 	logLevels     = []string{"debug", "info", "warn", "error"}
 	logFormats    = []string{"text", "json"}
 )
@@ -100,6 +100,7 @@ func (l *loader) validateLimits(lim *Limits) {
 		l.intRange("limits.max_connections", int64(lim.MaxConnections), 1, 10_000_000)
 	}
 	l.intRange("limits.max_buffered_bytes", lim.MaxBufferedBytes, mib, 64<<30)
+	l.oneOf("limits.tenant_counting", lim.TenantCounting, []string{CountRequests, CountAttempts})
 }
 
 // validateRedis checks the redis section. The URL may hold a password, so
@@ -207,9 +208,12 @@ func (l *loader) validateProvider(name string, p *Provider) {
 		if u, err := url.Parse(p.BaseURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Hostname() == "" {
 			l.errAt(base+".base_url", "want an http:// or https:// URL with a host, got %q", redactURL(p.BaseURL))
 		}
+	case p.Type == TypeBedrock || p.Type == TypeVertex:
+		// Built from region or location, whose own error says why not.
 	case !mock:
 		l.errAt(base+".base_url", "required")
 	}
+	l.validateCloud(base, p)
 	// An OpenAI-compatible server on one's own machine (vLLM, Ollama,
 	// SGLang) often takes no key: then no Authorization header is sent.
 	// The hosted Anthropic and Gemini APIs always need one.

@@ -15,6 +15,8 @@ import (
 	"errors"
 	"net/http"
 	"time"
+
+	"switchboard/internal/config"
 )
 
 // State is what a claim found.
@@ -65,6 +67,11 @@ type Limits struct {
 	MaxEntries int
 	MaxBytes   int64 // one answer
 	MaxTotal   int64 // all answers
+}
+
+// LimitsOf are the bounds of a config's idempotency section.
+func LimitsOf(i *config.Idempotency) Limits {
+	return Limits{TTL: i.TTL.D(), MaxEntries: i.MaxEntries, MaxBytes: i.MaxBytes, MaxTotal: i.MaxTotalBytes}
 }
 
 // full reports whether an answer of size bytes is over the entry or byte

@@ -89,11 +89,15 @@ func present(r gjson.Result) bool { return r.Exists() && r.Type != gjson.Null }
 // Limits are the output limit and candidate count a body states.
 type Limits struct {
 	// Output is the first unsigned integer among max_completion_tokens,
-	// max_tokens, max_output_tokens and generationConfig.maxOutputTokens;
+	// max_tokens, max_output_tokens and generationConfig.maxOutputTokens
+	// (Bedrock Converse: inferenceConfig.maxTokens);
 	// HasOutput is false when none is given (or all are null), or when
 	// any of them is 0, which providers do not honour as a limit.
 	Output    int64
 	HasOutput bool
+	// OutputField names the field Output came from (max_tokens,
+	// generationConfig.maxOutputTokens, ...); "" when none.
+	OutputField string
 	// Candidates is the largest of n, best_of, bestOf, candidate_count and
 	// generationConfig.candidateCount, at least 1.
 	Candidates int64
@@ -102,7 +106,8 @@ type Limits struct {
 	// then the maximum.
 	OutputMaxed, CandidatesMaxed bool
 	// Reasoning is the largest native reasoning budget the body states:
-	// Anthropic's thinking.budget_tokens, Gemini's
+	// Anthropic's thinking.budget_tokens (also under Converse's
+	// additionalModelRequestFields), Gemini's
 	// generationConfig.thinkingConfig.thinkingBudget, or OpenAI's
 	// reasoning_effort as Gemini maps it (low 1024, medium 8192, high
 	// 24576 tokens). Reasoning is billed as output, so it counts in the
@@ -151,6 +156,16 @@ func ReadLimits(body []byte) Limits {
 			l.Reasoning = max(l.Reasoning, effortBudget[v.String()])
 		case key == "reasoning":
 			l.Reasoning = max(l.Reasoning, effortBudget[v.Get("effort").String()])
+		case key == "inferenceConfig":
+			// Bedrock Converse: the limit and, for Claude, the thinking
+			// budget in the model's own fields.
+			if mt := v.Get("maxTokens"); present(mt) {
+				outs[3] = mt
+			}
+		case key == "additionalModelRequestFields":
+			if b, ok := UnsignedInt(v.Get("thinking.budget_tokens")); ok {
+				l.Reasoning = max(l.Reasoning, b)
+			}
 		case key == "generationConfig" || key == "generation_config":
 			v.ForEach(func(gk, gv gjson.Result) bool {
 				switch n := gk.String(); {
@@ -179,7 +194,7 @@ func ReadLimits(body []byte) Limits {
 		return true
 	})
 	zero := false
-	for _, r := range outs {
+	for i, r := range outs {
 		if !present(r) {
 			continue
 		}
@@ -191,13 +206,17 @@ func ReadLimits(body []byte) Limits {
 		zero = zero || v == 0
 		if !l.HasOutput {
 			l.Output, l.HasOutput = v, true
+			l.OutputField = "generationConfig.maxOutputTokens"
+			if i < len(outputKeys) {
+				l.OutputField = outputKeys[i]
+			}
 		}
 	}
 	if zero {
 		// Providers read a limit of 0 as "unset" (or refuse it) rather
 		// than generating nothing: reserving 0 would bill output the
 		// reservation never covered. Absent, the model's ceiling applies.
-		l.Output, l.HasOutput = 0, false
+		l.Output, l.HasOutput, l.OutputField = 0, false, ""
 	}
 	return l
 }

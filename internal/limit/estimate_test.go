@@ -29,6 +29,8 @@ func TestEstimateTokens(t *testing.T) {
 		{"responses max_output_tokens", `{"input":"hi","max_output_tokens":300}`, openai, 300, 1, false},
 		{"gemini maxOutputTokens", `{"contents":[],"generationConfig":{"maxOutputTokens":256}}`, gemini, 256, 1, false},
 		{"gemini snake container", `{"contents":[],"generation_config":{"max_output_tokens":64}}`, gemini, 64, 1, false},
+		{"bedrock converse maxTokens", `{"messages":[],"inferenceConfig":{"maxTokens":300}}`, selfHosted, 300, 1, false},
+		{"bedrock converse thinking widens the limit", `{"messages":[],"inferenceConfig":{"maxTokens":300},"additionalModelRequestFields":{"thinking":{"type":"enabled","budget_tokens":2048}}}`, selfHosted, 2048, 1, false},
 		{"zero is no limit", `{"max_tokens":0}`, openai, 128000, 1, false},
 		{"zero beside another limit is still no limit", `{"max_completion_tokens":0,"max_tokens":50}`, openai, 128000, 1, false},
 		{"gemini zero is no limit", `{"contents":[],"generationConfig":{"maxOutputTokens":0}}`, known, 16384, 1, false},

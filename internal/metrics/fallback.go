@@ -4,7 +4,7 @@ import "github.com/prometheus/client_golang/prometheus"
 
 // newModelFallbacks counts requests handed from a model to one of its
 // fallback models, by the condition that did it (error, context_window,
-// content_policy, rate_limit). Labels are config names: bounded.
+// content_policy, rate_limit, budget). Labels are config names: bounded.
 func newModelFallbacks(r prometheus.Registerer) *prometheus.CounterVec {
 	c := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "switchboard_model_fallbacks_total",

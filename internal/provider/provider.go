@@ -34,6 +34,19 @@ func Serves(p Provider, ep Endpoint) bool {
 	return !ok || l.Serves(ep)
 }
 
+// MessagesNative is implemented by providers that take an Anthropic
+// Messages body untranslated for some of their models (the clouds, for
+// Claude); an anthropic provider takes it for all.
+type MessagesNative interface {
+	TakesMessages(model string) bool
+}
+
+// TakesMessages reports whether p takes a native Messages body for model.
+func TakesMessages(p Provider, model string) bool {
+	m, ok := p.(MessagesNative)
+	return ok && m.TakesMessages(model)
+}
+
 // Request is one attempt's input. Body is an OpenAI-shaped request whose
 // "model" already names the provider's model; providers that speak another
 // protocol translate it. A Request is never mutated by Send, so the attempt

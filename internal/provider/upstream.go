@@ -13,8 +13,11 @@ import (
 // Upstream is what every HTTP provider shares: the API root, the rotating
 // keys, the config's headers and the one shared client.
 type Upstream struct {
-	Name   string
+	Name string
+	// Base is the API root without a trailing slash and without the query
+	// base_url may carry (Azure's ?api-version=...), which is in query.
 	Base   string
+	query  string
 	Keys   []string
 	Header http.Header
 	Client *http.Client
@@ -25,7 +28,8 @@ type Upstream struct {
 
 // NewUpstream reads a provider's config; client is the shared client.
 func NewUpstream(c *config.Provider, client *http.Client) *Upstream {
-	u := &Upstream{Name: c.Name, Base: strings.TrimRight(c.BaseURL, "/"), Keys: c.Keys(),
+	base, query, _ := strings.Cut(c.BaseURL, "?")
+	u := &Upstream{Name: c.Name, Base: strings.TrimRight(base, "/"), query: query, Keys: c.Keys(),
 		Header: make(http.Header, len(c.Headers)), Client: client}
 	for k, v := range c.Headers {
 		u.Header.Set(k, v)
@@ -35,6 +39,37 @@ func NewUpstream(c *config.Provider, client *http.Client) *Upstream {
 		u.bearer[k] = []string{"Bearer " + k}
 	}
 	return u
+}
+
+// URL is the address of path (which may carry a query of its own, as
+// ":streamGenerateContent?alt=sse" does) under the API root: base_url's
+// path, then path, then base_url's query and path's joined. A base_url
+// with a query is thus joined as a path plus that query, not with the
+// endpoint inside the query.
+func (u *Upstream) URL(path string) string {
+	return JoinURL(u.Base, u.query, path)
+}
+
+// JoinURL joins base (no query, no trailing slash), its raw query and path
+// (without a leading slash, possibly with a query) as URL does.
+func JoinURL(base, query, path string) string {
+	p, pq, _ := strings.Cut(path, "?")
+	out := base
+	if p != "" {
+		if !strings.HasPrefix(p, "/") {
+			out += "/"
+		}
+		out += p
+	}
+	switch {
+	case query != "" && pq != "":
+		return out + "?" + query + "&" + pq
+	case query != "":
+		return out + "?" + query
+	case pq != "":
+		return out + "?" + pq
+	}
+	return out
 }
 
 // Bearer is the Authorization value for key k.

@@ -64,3 +64,13 @@ func Reason(e *provider.Error) string {
 	}
 	return "error"
 }
+
+// credentialRefused reports an upstream 401, or a 403 that is not a
+// quota answer: the provider refused the gateway's credential for it.
+func credentialRefused(e *provider.Error) bool {
+	if e.Kind != provider.KindHTTP || e.Status != 401 && e.Status != 403 {
+		return false
+	}
+	_, quota := health.Quota(e.Status, e.Body)
+	return !quota
+}

@@ -14,10 +14,11 @@ import (
 // fallbacks (Failure.Condition).
 type conditions struct {
 	contextWindow, contentPolicy bool
-	// rateLimited, clientErrors and others count attempts: rate limited
-	// (upstream 429/quota, or the provider's own bucket at the gateway),
-	// refused as invalid (4xx), anything else.
-	rateLimited, clientErrors, others int
+	// rateLimited, clientErrors, budget and others count attempts: rate
+	// limited (upstream 429/quota, or the provider's own bucket at the
+	// gateway), refused as invalid (4xx), passed over for the caller's
+	// budget, anything else.
+	rateLimited, clientErrors, budget, others int
 }
 
 // add merges another tally (a hedged side's) into c.
@@ -26,6 +27,7 @@ func (c *conditions) add(o conditions) {
 	c.contentPolicy = c.contentPolicy || o.contentPolicy
 	c.rateLimited += o.rateLimited
 	c.clientErrors += o.clientErrors
+	c.budget += o.budget
 	c.others += o.others
 }
 
@@ -63,11 +65,14 @@ func providerRefusal(status int) bool {
 
 // noteRefusal records a provider the gateway passed over.
 func (f *Failure) noteRefusal(ref *admit.Refusal) {
-	if ref.Status == 429 {
+	switch {
+	case ref.Code == admit.CodeRequestTooCostly || ref.Code == admit.CodeUnpriceable:
+		f.seen.budget++ // the caller's budget, on this provider's price
+	case ref.Status == 429:
 		f.seen.rateLimited++ // the provider's own rpm/tpm bucket
-		return
+	default:
+		f.seen.others++
 	}
-	f.seen.others++
 }
 
 // Condition is the fallback condition (config.Fallback*) a failed loop
@@ -75,7 +80,8 @@ func (f *Failure) noteRefusal(ref *admit.Refusal) {
 // caller's own limit or budget refused it, or every provider refused the
 // request as invalid. A context-window or content-policy refusal by any
 // provider names the failure; rate_limit needs every attempt to have been
-// rate limited; anything else is error.
+// rate limited, budget every provider to have been passed over for the
+// caller's budget; anything else is error.
 func (f *Failure) Condition() string {
 	s := f.seen
 	switch {
@@ -87,9 +93,11 @@ func (f *Failure) Condition() string {
 		return config.FallbackContextWindow
 	case s.contentPolicy:
 		return config.FallbackContentPolicy
-	case s.rateLimited > 0 && s.clientErrors == 0 && s.others == 0:
+	case s.rateLimited > 0 && s.clientErrors == 0 && s.others == 0 && s.budget == 0:
 		return config.FallbackRateLimit
-	case s.others == 0 && s.rateLimited == 0 && s.clientErrors > 0:
+	case s.budget > 0 && s.clientErrors == 0 && s.others == 0 && s.rateLimited == 0:
+		return config.FallbackBudget
+	case s.others == 0 && s.rateLimited == 0 && s.budget == 0 && s.clientErrors > 0:
 		return ""
 	}
 	return config.FallbackError
@@ -173,4 +181,13 @@ func (p *Proxy) allPaused(order []*route.Candidate) bool {
 		}
 	}
 	return len(order) > 0
+}
+
+// RefusedAfterOutage reports whether f, a fallback model's failure, is
+// the gateway refusing the request (the caller's own limit or budget, the
+// gateway's) after prev, the previous model's, saw its providers fail:
+// the answer is then prev, the outage, never a refusal of an attempt the
+// client did not ask for.
+func (f *Failure) RefusedAfterOutage(prev *Failure) bool {
+	return f.Refusal != nil && f.Refusal.Scope == admit.ScopeRequest && prev.Last != nil && prev.Last.Kind != provider.KindRefused
 }

@@ -48,7 +48,17 @@ type side struct {
 	// never started and leaves no trace in the failure). Atomic: the
 	// commit point reads it while the side may still be running.
 	started atomic.Bool
+	// beaten: another side won the race and the commit canceled this one.
+	beaten  atomic.Bool
 	permits []*admit.Permit
+}
+
+// lost reports whether this side's attempt ended because another side
+// won: the gateway canceled it on purpose (a client that left before the
+// commit leaves no winner; one that leaves after it finds the losers
+// already canceled). ctx is the side's.
+func (s *side) lost(ctx context.Context) bool {
+	return s != nil && s.beaten.Load() && ctx.Err() != nil
 }
 
 // noWait: a hedge does not queue for a full provider's slot.
@@ -217,6 +227,7 @@ func (r *race) hedged() []*route.Candidate {
 func (r *race) commit(ctx context.Context, win outcome, running int) {
 	for _, s := range r.sides {
 		if s != win.s {
+			s.beaten.Store(true)
 			s.cancel()
 		}
 	}
@@ -246,9 +257,10 @@ func (r *race) commit(ctx context.Context, win outcome, running int) {
 		for ; running > 0; running-- {
 			o := <-r.done
 			if o.res != nil {
-				// It committed too, a moment late: never relayed.
+				// It committed too, a moment late: never relayed; charged
+				// what it had produced, as a loser.
 				if o.res.Permit != nil && o.res.Events != nil {
-					o.res.Permit.Keep()
+					o.res.Permit.Lose(producedOf(o.res))
 				}
 				o.res.Close()
 			}
@@ -274,7 +286,8 @@ func (r *race) censored() {
 }
 
 // wasted counts what a losing side cost: the tokens a late answer
-// reported, and its attempts' settled or kept nano-USD.
+// reported, and its attempts' settled (a loser's known cost) or kept
+// nano-USD.
 func (s *side) wasted(late *Result) {
 	m := s.r.p.Metrics
 	if m == nil {

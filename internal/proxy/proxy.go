@@ -157,6 +157,11 @@ type Result struct {
 	hold *provider.Hold
 	// busy ends the attempt's in-flight count (nil: not counted).
 	busy func()
+	// proto is the stream's protocol; bound holds it to its reservation's
+	// output (nil: none), and produced is what it had produced when cut.
+	proto    track.Protocol
+	bound    *bound
+	produced int64
 }
 
 // Close releases the upstream stream, or the unary answer's share of the
@@ -305,6 +310,7 @@ func (p *Proxy) tryProvider(ctx context.Context, c *Call, cand *route.Candidate,
 			}
 			return res, false, false
 		}
+		prev := f.Last
 		f.Last = perr
 		if perr.Kind == provider.KindRefused {
 			var ref *admit.Refusal
@@ -313,8 +319,17 @@ func (p *Proxy) tryProvider(ctx context.Context, c *Call, cand *route.Candidate,
 				f.Canceled = true
 				return nil, true, false
 			}
+			if ref.Scope == admit.ScopeRequest && prev != nil && prev.Kind != provider.KindRefused {
+				// The providers failed, and the gateway then declined to
+				// try again (the caller's own limit, its budget, the
+				// gateway's): the answer is the providers' failure, not a
+				// refusal of something the client did not ask for.
+				f.Last = prev
+				p.logRefusedRetry(ctx, c, cand, ref)
+				return nil, true, false
+			}
 			f.Attempts = append(f.Attempts, c.attemptOf(cand, ref.Status, ref.Code))
-			f.Refusal = ref
+			f.noteFit(ref)
 			if ref.Scope == admit.ScopeProvider {
 				f.Skipped = append(f.Skipped, Skip{cand.Provider, cand.Model, ref})
 				f.noteRefusal(ref)
@@ -364,7 +379,14 @@ func (p *Proxy) tryProvider(ctx context.Context, c *Call, cand *route.Candidate,
 			// failure, and no pause, so the same provider is tried again.
 			p.observe(cand, health.Neutral)
 		} else if !perr.Retryable() {
-			p.observe(cand, health.Neutral)
+			// Not tried again here; a refused credential (the provider's
+			// own key or token, never the client's) is this provider's
+			// fault and counts toward its circuit.
+			if credentialRefused(perr) {
+				p.observe(cand, health.Failure)
+			} else {
+				p.observe(cand, health.Neutral)
+			}
 			return nil, false, perr.Kind == provider.KindHTTP && perr.Status >= 400 && perr.Status < 500
 		} else {
 			p.observe(cand, health.Failure)
@@ -423,6 +445,13 @@ func (p *Proxy) attempt(ctx context.Context, c *Call, cand *route.Candidate, dea
 		}
 	}
 	c.side.admitted(pm)
+	if pm != nil && ctx.Err() != nil {
+		// Canceled while it was admitted (a hedge whose race was decided
+		// meanwhile, a client that left): nothing was sent, nothing is
+		// owed.
+		pm.Fail()
+		return nil, &provider.Error{Kind: provider.KindCanceled, Msg: "canceled before the send", Err: context.Cause(ctx)}
+	}
 	hold := p.Buffers.Hold()
 	busy := p.Busy.Begin(cand.Provider)
 	res, perr := p.send(provider.WithHold(ctx, hold), c, cand, req, native, deadline)
@@ -441,22 +470,23 @@ func (p *Proxy) attempt(ctx context.Context, c *Call, cand *route.Candidate, dea
 	case pm == nil:
 	case perr == nil && res.Events != nil:
 		res.Permit, res.StripUsage = pm, strip
+		res.proto = ProtocolOf(req.Endpoint)
+		res.bound = newBound(res.proto, pm.OutputBound())
 	case perr == nil:
-		u := res.Usage
-		if u.Known {
-			su := SpendUsage(u)
-			su.CostNanoUSD = spend.ReportedBill(res.Body)
-			pm.Settle(su)
-		} else {
-			pm.Keep()
-		}
+		p.settleUnary(ctx, pm, res, req.Endpoint)
 		res.Permit = pm // settled; kept for its advisory headers
 	case perr.Kind == provider.KindHTTP || perr.Kind == provider.KindStaleConn:
-		if u, charged := errorCharge(req.Endpoint, perr.Body); charged {
+		switch u, charged, partial := errorCharge(req.Endpoint, perr.Body); {
+		case charged:
 			// The provider says it billed this failure: it is charged,
 			// before any retry and whatever the client finally gets.
 			pm.Settle(u)
-		} else {
+		case partial:
+			// Usage without its required counters may raise the hold,
+			// never release it.
+			pm.Partial(u)
+			pm.Keep()
+		default:
 			// A definite refusal before generation: providers do not bill it.
 			pm.Fail()
 		}
@@ -469,6 +499,11 @@ func (p *Proxy) attempt(ctx context.Context, c *Call, cand *route.Candidate, dea
 				p.Admission.Penalize(cand.Provider)
 			}
 		}
+	case c.side.lost(ctx):
+		// A hedge that lost the race, canceled by the gateway on purpose
+		// before it answered: charged its input and the in-flight margin,
+		// not its whole reservation.
+		pm.Lose(admit.Usage{Input: pm.InputBound()})
 	default:
 		// Sent, outcome unknown (timeout, cut, cancel): keep the hold.
 		pm.Keep()
@@ -479,23 +514,48 @@ func (p *Proxy) attempt(ctx context.Context, c *Call, cand *route.Candidate, dea
 	return res, perr
 }
 
+// settleUnary ends a unary answer's admission: on its usage when the
+// required counters are there (input and output, explicit zeros
+// counting; input alone for embeddings) or the provider stated a bill;
+// otherwise what it reported may raise the hold, which stays. Output
+// past the reservation's bound is charged in full, counted and logged.
+func (p *Proxy) settleUnary(ctx context.Context, pm *admit.Permit, res *Result, ep provider.Endpoint) {
+	u := res.Usage
+	su := SpendUsage(u)
+	su.CostNanoUSD = spend.ReportedBill(res.Body)
+	switch {
+	case u.Complete(ep == provider.Embeddings) || su.CostNanoUSD != nil:
+		if pm.OverBound(su) {
+			p.logBound(ctx, res, "answer's output passed its bound: charged in full", su.Output, pm.OutputBound())
+		}
+		pm.Settle(su)
+	case u.Known:
+		pm.Partial(su)
+		pm.Keep()
+	default:
+		pm.Keep()
+	}
+}
+
 // errorCharge reads a (bounded) error body for usage or a provider bill:
 // some providers bill a failed request (a cut generation, a failed
-// repair) and say so in the error answer.
-func errorCharge(ep provider.Endpoint, body []byte) (admit.Usage, bool) {
+// repair) and say so in the error answer. charged: complete usage or a
+// bill; partial: usage missing a required counter.
+func errorCharge(ep provider.Endpoint, body []byte) (u admit.Usage, charged, partial bool) {
 	if len(body) == 0 || !bytes.Contains(body, []byte(`"usage"`)) {
-		return admit.Usage{}, false
+		return admit.Usage{}, false, false
 	}
 	bill := spend.ReportedBill(body)
-	if u := track.Unary(ProtocolOf(ep), body); u.Known {
-		su := SpendUsage(u)
-		su.CostNanoUSD = bill
-		return su, true
+	tu := track.Unary(ProtocolOf(ep), body)
+	u = SpendUsage(tu)
+	u.CostNanoUSD = bill
+	switch {
+	case tu.Complete(ep == provider.Embeddings) || bill != nil:
+		return u, true, false
+	case tu.Known:
+		return u, false, true
 	}
-	if bill != nil {
-		return admit.Usage{CostNanoUSD: bill}, true
-	}
-	return admit.Usage{}, false
+	return admit.Usage{}, false, false
 }
 
 // SpendUsage converts measured usage to the ledger's form.
@@ -680,7 +740,9 @@ func (p *Proxy) send(ctx context.Context, c *Call, cand *route.Candidate, req *p
 // entry's headers over the forwarded client headers.
 func (p *Proxy) request(c *Call, cand *route.Candidate) (req *provider.Request, native, strip bool, _ *provider.Error) {
 	ep, body := c.Endpoint, c.Body
-	if c.Native != nil && cand.Type == "anthropic" {
+	// Anthropic to Anthropic (a cloud's Claude included): the client's
+	// body, untranslated.
+	if c.Native != nil && (cand.Type == "anthropic" || provider.TakesMessages(cand.Send, cand.Model)) {
 		ep, body, native = provider.Messages, c.Native, true
 	}
 	var err error
@@ -692,7 +754,7 @@ func (p *Proxy) request(c *Call, cand *route.Candidate) (req *provider.Request, 
 	if err != nil {
 		return nil, false, false, &provider.Error{Kind: provider.KindBadResponse, Msg: "cannot rewrite model", Err: err}
 	}
-	if c.Meter && c.Stream && ep == provider.Chat && (cand.Type == "openai" || cand.Type == "mock") {
+	if c.Meter && c.Stream && ep == provider.Chat && (cand.Type == "openai" || cand.Type == "mock" || cand.Type == "azure") {
 		body, strip = spend.WithStreamUsage(body)
 	}
 	// Providers only read these headers, so either set alone is shared.
@@ -824,6 +886,27 @@ func (p *Proxy) wait(ctx context.Context, d time.Duration, deadline time.Time, f
 		f.Canceled = true
 		return false
 	}
+}
+
+// logRefusedRetry notes a retry or fallback the gateway refused after the
+// providers had failed.
+func (p *Proxy) logRefusedRetry(ctx context.Context, c *Call, cand *route.Candidate, ref *admit.Refusal) {
+	if p.Log == nil {
+		return
+	}
+	p.Log.LogAttrs(ctx, slog.LevelInfo, "retry refused after the providers failed; answering their failure",
+		slog.String("provider", cand.Provider), slog.String("tenant", c.Identity.Label()), slog.String("reason", ref.Code))
+}
+
+// noteFit makes ref the failure's refusal, except that of two budget
+// refusals suggesting an output limit the larger suggestion stands: it
+// fits the provider that made it, and the others are tried too.
+func (f *Failure) noteFit(ref *admit.Refusal) {
+	if old := f.Refusal; old != nil && old.Code == admit.CodeRequestTooCostly && ref.Code == admit.CodeRequestTooCostly &&
+		old.Fit > ref.Fit {
+		return
+	}
+	f.Refusal = ref
 }
 
 func (p *Proxy) log(ctx context.Context, msg string, cand *route.Candidate, perr *provider.Error, reason string) {

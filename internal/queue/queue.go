@@ -20,6 +20,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"switchboard/internal/config"
+
 	"github.com/redis/go-redis/v9"
 	"github.com/redis/go-redis/v9/maintnotifications"
 )
@@ -90,8 +92,8 @@ var (
 	ErrTooLarge = errors.New("terminal exceeds its reserved capacity")
 )
 
-// Options bound the queue; zero values take the documented defaults of
-// config.Queue.
+// Options bound the queue; zero values take the defaults of the config's
+// queue section (config.QueueDefaults).
 type Options struct {
 	Depth              int
 	MaxDeliveries      int
@@ -116,20 +118,30 @@ func def[T int | int64 | time.Duration](p *T, v T) {
 	}
 }
 
+// OptionsOf are the bounds of a config's queue section.
+func OptionsOf(q *config.Queue) Options {
+	return Options{Depth: q.Depth, MaxDeliveries: q.MaxDeliveries, Lease: q.Lease.D(), OriginLease: q.OriginLease.D(),
+		RetainedJobs: q.RetainedJobs, RetainedBase: q.RetainedBaseBytes, RetainedTerminal: q.RetainedTerminalBytes,
+		UnaryTerminal: q.UnaryTerminalBytes, StreamTerminal: q.StreamTerminalBytes, ResultTTL: q.ResultTTL.D(),
+		DLQMax: q.DLQMax, DLQBytes: q.DLQBytes, DLQTTL: q.DLQTTL.D()}
+}
+
 func (o *Options) defaults() {
-	def(&o.Depth, 10_000)
-	def(&o.MaxDeliveries, 3)
-	def(&o.Lease, 15*time.Second)
-	def(&o.OriginLease, 15*time.Second)
-	def(&o.RetainedJobs, 10_000)
-	def(&o.RetainedBase, 512<<20)
-	def(&o.RetainedTerminal, 512<<20)
-	def(&o.UnaryTerminal, 64<<20)
-	def(&o.StreamTerminal, 128<<10)
-	def(&o.ResultTTL, time.Minute)
-	def(&o.DLQMax, 1000)
-	def(&o.DLQBytes, 64<<20)
-	def(&o.DLQTTL, 24*time.Hour)
+	d := config.QueueDefaults()
+	do := OptionsOf(&d)
+	def(&o.Depth, do.Depth)
+	def(&o.MaxDeliveries, do.MaxDeliveries)
+	def(&o.Lease, do.Lease)
+	def(&o.OriginLease, do.OriginLease)
+	def(&o.RetainedJobs, do.RetainedJobs)
+	def(&o.RetainedBase, do.RetainedBase)
+	def(&o.RetainedTerminal, do.RetainedTerminal)
+	def(&o.UnaryTerminal, do.UnaryTerminal)
+	def(&o.StreamTerminal, do.StreamTerminal)
+	def(&o.ResultTTL, do.ResultTTL)
+	def(&o.DLQMax, do.DLQMax)
+	def(&o.DLQBytes, do.DLQBytes)
+	def(&o.DLQTTL, do.DLQTTL)
 	if o.Prefix == "" {
 		o.Prefix = Namespace
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"switchboard/internal/config"
 	"switchboard/internal/store/redistest"
 )
 
@@ -439,5 +440,19 @@ func TestParseTerminalIsTotal(t *testing.T) {
 	ok := (&Terminal{Kind: "unary", Status: 201, Body: []byte("a\nb")}).Encode()
 	if got := ParseTerminal(ok); got.Kind != "unary" || got.Status != 201 || string(got.Body) != "a\nb" {
 		t.Errorf("round trip: %+v", got)
+	}
+}
+
+// A bound left at zero is the config's default for it: a config whose
+// queue section is empty and zero Options give one queue.
+func TestZeroOptionsAreTheConfigDefaults(t *testing.T) {
+	cfg, err := config.Parse([]byte("providers:\n  a: {type: mock, mock: {tokens: 1}}\nmodels:\n  - name: m\n    providers: [{provider: a, model: x}]\n"), "t.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := OptionsOf(&cfg.Queue)
+	want.Prefix = Namespace
+	if got := New(nil, Options{}).Options(); got != want {
+		t.Fatalf("zero options became %+v, want the config's defaults %+v", got, want)
 	}
 }

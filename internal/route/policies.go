@@ -101,6 +101,18 @@ func (s *Selector) Likely(r *Route) []*Candidate {
 	return s.Order(r, Estimate{Input: 1000, Output: DefaultOutput})
 }
 
+// Preferred is the routing choice of r, healthy or not: the measured
+// active provider, or the first of its policy's likely order.
+func (s *Selector) Preferred(r *Route) string {
+	if r.Policy == config.RoutingMeasured {
+		return Measured{Stats: s.Stats}.Active(r)
+	}
+	if o := s.Likely(r); len(o) > 0 {
+		return o[0].Provider
+	}
+	return ""
+}
+
 // Weighted draws the first provider at random in proportion to the
 // entries' weights, then the next among the rest the same way; entries of
 // weight 0 follow in config order, as fallbacks only.

@@ -7,6 +7,7 @@ import (
 
 	"github.com/tidwall/gjson"
 
+	"switchboard/internal/operator"
 	"switchboard/internal/usagelog"
 )
 
@@ -103,7 +104,7 @@ func TestAdminPageInChromium(t *testing.T) {
 	overviewTraffic(t, g, ul)
 	dom := chromiumDOM(t, bin, g.URL+"/admin#token=k-admin")
 	for _, want := range []string{`data-tenant="acme"`, `data-tenant="beta"`, `data-budget="acme"`, `data-headroom="rpm"`,
-		`47 of 50 left`, `of $10.00`, `data-key="cfg-`, `class="badge admin"`, `data-chart="usage-by-model"`,
+		`47 of 50 left`, `spent of $10.00`, `data-held="0"`, `data-key="cfg-`, `class="badge admin"`, `data-chart="usage-by-model"`,
 		`data-series="plain"`, `data-series="other"`, `data-legend="plain"`, `class="axis"`} {
 		if !strings.Contains(dom, want) {
 			t.Errorf("DOM lacks %s", want)
@@ -140,8 +141,8 @@ auth:
 // spenders, not the first names, and say that the list is cut and of
 // how many; the pages show it.
 func TestTenantListsCutByCost(t *testing.T) {
-	defer func(t, k int) { maxDashTenants, maxOverviewKeys = t, k }(maxDashTenants, maxOverviewKeys)
-	maxDashTenants, maxOverviewKeys = 2, 2
+	defer func(t, k int) { operator.MaxDashTenants, operator.MaxOverviewKeys = t, k }(operator.MaxDashTenants, operator.MaxOverviewKeys)
+	operator.MaxDashTenants, operator.MaxOverviewKeys = 2, 2
 	g, _, ul := usageGateway(t, cutYAML)
 	for _, key := range []string{"k-zz", "k-cc", "k-zz"} {
 		if a := g.post("/v1/chat/completions", `{"model":"plain","max_tokens":20,"messages":[{"role":"user","content":"hi"}]}`,

@@ -36,7 +36,7 @@ func TestAdminKeyBudgetAndDaily(t *testing.T) {
 	}
 	code := gjson.Get(a.Body, "error.code").String()
 	if served == 0 || served == 50 || (code != "budget_exceeded" && code != "request_exceeds_budget") ||
-		!strings.Contains(gjson.Get(a.Body, "error.message").String(), "key's own limit") {
+		!strings.Contains(gjson.Get(a.Body, "error.message").String(), "this key's own spend budget") {
 		t.Fatalf("after %d served, the key's budget answered %d %s", served, a.Status, a.Body)
 	}
 	must(g.post("/v1/chat/completions", body, "Authorization", "Bearer "+other), 200) // the tenant has budget left

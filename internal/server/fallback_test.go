@@ -9,6 +9,7 @@ import (
 
 	"github.com/tidwall/gjson"
 
+	"switchboard/internal/inference"
 	"switchboard/internal/provider/mock"
 )
 
@@ -81,7 +82,7 @@ func TestModelFallbackConditions(t *testing.T) {
 			g.mock("s1").Script(tt.fault)
 			a := g.post("/v1/chat/completions", smallBody)
 			if !tt.fallback {
-				if a.Status != tt.status || g.mock("b1").Calls() != 0 || a.Header.Get(FallbackModelHeader) != "" {
+				if a.Status != tt.status || g.mock("b1").Calls() != 0 || a.Header.Get(inference.FallbackModelHeader) != "" {
 					t.Fatalf("want %d from small without fallback, got %d (big called %d times): %s", tt.status, a.Status, g.mock("b1").Calls(), a.Body)
 				}
 				return
@@ -89,7 +90,7 @@ func TestModelFallbackConditions(t *testing.T) {
 			if a.Status != 200 {
 				t.Fatalf("status %d: %s", a.Status, a.Body)
 			}
-			if got := []string{a.Header.Get("X-Switchboard-Model"), a.Header.Get(FallbackModelHeader), a.Header.Get("X-Switchboard-Provider"),
+			if got := []string{a.Header.Get("X-Switchboard-Model"), a.Header.Get(inference.FallbackModelHeader), a.Header.Get("X-Switchboard-Provider"),
 				gjson.Get(a.Body, "model").String()}; strings.Join(got, " ") != "small big b1 big-v1" {
 				t.Fatalf("model, fallback model, provider, answer model = %q; want small big b1 big-v1", got)
 			}
@@ -106,25 +107,25 @@ func TestModelFallbackContextWindowBeforeSending(t *testing.T) {
 	g := startGateway(t, fallbackYAML("[context_window]"))
 	long := `{"model":"small","messages":[{"role":"user","content":"` + strings.Repeat("word ", 1200) + `"}]}`
 	a := g.post("/v1/chat/completions", long)
-	if a.Status != 200 || a.Header.Get(FallbackModelHeader) != "big" {
-		t.Fatalf("status %d, fallback %q: %s", a.Status, a.Header.Get(FallbackModelHeader), a.Body)
+	if a.Status != 200 || a.Header.Get(inference.FallbackModelHeader) != "big" {
+		t.Fatalf("status %d, fallback %q: %s", a.Status, a.Header.Get(inference.FallbackModelHeader), a.Body)
 	}
 	if n := g.mock("s1").Calls(); n != 0 {
 		t.Fatalf("small's provider was called %d times for a prompt over its window", n)
 	}
 	// A stated max_tokens counts too: 900 prompt-free tokens fit, 2000 do not.
 	a = g.post("/v1/chat/completions", `{"model":"small","max_tokens":2000,"messages":[{"role":"user","content":"hi"}]}`)
-	if a.Header.Get(FallbackModelHeader) != "big" || g.mock("s1").Calls() != 0 {
-		t.Fatalf("max_tokens beyond the window: fallback %q, small called %d", a.Header.Get(FallbackModelHeader), g.mock("s1").Calls())
+	if a.Header.Get(inference.FallbackModelHeader) != "big" || g.mock("s1").Calls() != 0 {
+		t.Fatalf("max_tokens beyond the window: fallback %q, small called %d", a.Header.Get(inference.FallbackModelHeader), g.mock("s1").Calls())
 	}
 	// The largest max_tokens JSON allows does not wrap the sum around.
 	a = g.post("/v1/chat/completions", `{"model":"small","max_tokens":9223372036854775807,"messages":[{"role":"user","content":"hi"}]}`)
-	if a.Header.Get(FallbackModelHeader) != "big" || g.mock("s1").Calls() != 0 {
-		t.Fatalf("max_tokens 2^63-1: fallback %q, small called %d", a.Header.Get(FallbackModelHeader), g.mock("s1").Calls())
+	if a.Header.Get(inference.FallbackModelHeader) != "big" || g.mock("s1").Calls() != 0 {
+		t.Fatalf("max_tokens 2^63-1: fallback %q, small called %d", a.Header.Get(inference.FallbackModelHeader), g.mock("s1").Calls())
 	}
 	a = g.post("/v1/chat/completions", smallBody)
-	if a.Header.Get(FallbackModelHeader) != "" || a.Header.Get("X-Switchboard-Provider") != "s1" {
-		t.Fatalf("a short prompt: provider %q, fallback %q", a.Header.Get("X-Switchboard-Provider"), a.Header.Get(FallbackModelHeader))
+	if a.Header.Get(inference.FallbackModelHeader) != "" || a.Header.Get("X-Switchboard-Provider") != "s1" {
+		t.Fatalf("a short prompt: provider %q, fallback %q", a.Header.Get("X-Switchboard-Provider"), a.Header.Get(inference.FallbackModelHeader))
 	}
 	m := g.get("/metrics")
 	if !strings.Contains(m.Body, `switchboard_model_fallbacks_total{condition="context_window",fallback="big",model="small"} 3`) {
@@ -152,8 +153,8 @@ func TestModelFallbackStreamsAndMessages(t *testing.T) {
 		t.Fatal(err)
 	}
 	lines := readStream(t, resp)
-	if resp.StatusCode != 200 || resp.Header.Get(FallbackModelHeader) != "big" || len(lines) == 0 || lines[len(lines)-1] != "[DONE]" {
-		t.Fatalf("status %d fallback %q stream %q", resp.StatusCode, resp.Header.Get(FallbackModelHeader), lines)
+	if resp.StatusCode != 200 || resp.Header.Get(inference.FallbackModelHeader) != "big" || len(lines) == 0 || lines[len(lines)-1] != "[DONE]" {
+		t.Fatalf("status %d fallback %q stream %q", resp.StatusCode, resp.Header.Get(inference.FallbackModelHeader), lines)
 	}
 	for _, l := range lines {
 		if strings.Contains(l, `"error"`) {
@@ -162,8 +163,8 @@ func TestModelFallbackStreamsAndMessages(t *testing.T) {
 	}
 	g.mock("s1").Script(mock.Fault{Status: 500})
 	a := g.post("/v1/messages", `{"model":"small","max_tokens":50,"messages":[{"role":"user","content":"hi"}]}`, "anthropic-version", "2023-06-01")
-	if a.Status != 200 || a.Header.Get(FallbackModelHeader) != "big" || gjson.Get(a.Body, "type").String() != "message" {
-		t.Fatalf("messages: %d %q %s", a.Status, a.Header.Get(FallbackModelHeader), a.Body)
+	if a.Status != 200 || a.Header.Get(inference.FallbackModelHeader) != "big" || gjson.Get(a.Body, "type").String() != "message" {
+		t.Fatalf("messages: %d %q %s", a.Status, a.Header.Get(inference.FallbackModelHeader), a.Body)
 	}
 }
 
@@ -183,8 +184,8 @@ retries: {max_attempts: 1, max_rounds: 1}
 	g.mock("p1").Script(mock.Fault{Status: 503})
 	g.mock("p2").Script(mock.Fault{Status: 502})
 	a := g.post("/v1/chat/completions", `{"model":"a","messages":[{"role":"user","content":"hi"}]}`)
-	if a.Status != 200 || a.Header.Get(FallbackModelHeader) != "c" || a.Header.Get("X-Switchboard-Model") != "a" {
-		t.Fatalf("%d fallback %q: %s", a.Status, a.Header.Get(FallbackModelHeader), a.Body)
+	if a.Status != 200 || a.Header.Get(inference.FallbackModelHeader) != "c" || a.Header.Get("X-Switchboard-Model") != "a" {
+		t.Fatalf("%d fallback %q: %s", a.Status, a.Header.Get(inference.FallbackModelHeader), a.Body)
 	}
 	for _, p := range []string{"p1", "p2", "p3"} {
 		g.mock(p).Script(mock.Fault{Status: 503})
@@ -217,8 +218,8 @@ retries: {max_attempts: 1, max_rounds: 1}
 	g.mock("p1").Script(mock.Fault{Status: 400, Body: []byte(openAIContext)})
 	g.mock("p2").Script(mock.Fault{Status: 503})
 	a := g.post("/v1/chat/completions", body)
-	if a.Status != 200 || a.Header.Get(FallbackModelHeader) != "c" {
-		t.Fatalf("b down: %d fallback %q: %s", a.Status, a.Header.Get(FallbackModelHeader), a.Body)
+	if a.Status != 200 || a.Header.Get(inference.FallbackModelHeader) != "c" {
+		t.Fatalf("b down: %d fallback %q: %s", a.Status, a.Header.Get(inference.FallbackModelHeader), a.Body)
 	}
 	m := g.get("/metrics")
 	if !strings.Contains(m.Body, `switchboard_model_fallbacks_total{condition="context_window",fallback="c",model="a"} 1`) {
@@ -253,8 +254,8 @@ auth:
     limited: {tenant: slow, rpm: 0}
 `)
 	a := g.post("/v1/chat/completions", smallBody, "Authorization", "Bearer k")
-	if a.Status != 200 || a.Header.Get(FallbackModelHeader) != "big" || g.mock("free").Calls() != 0 {
-		t.Fatalf("%d fallback %q (unpriced called %d): %s", a.Status, a.Header.Get(FallbackModelHeader), g.mock("free").Calls(), a.Body)
+	if a.Status != 200 || a.Header.Get(inference.FallbackModelHeader) != "big" || g.mock("free").Calls() != 0 {
+		t.Fatalf("%d fallback %q (unpriced called %d): %s", a.Status, a.Header.Get(inference.FallbackModelHeader), g.mock("free").Calls(), a.Body)
 	}
 	if c := gjson.Get(a.Body, "usage.cost_usd"); c.Type != gjson.Number || c.Float() <= 0 {
 		t.Errorf("the fallback's answer is not priced: %s", a.Body)
@@ -289,8 +290,8 @@ func TestModelFallbackOnlyToModelsTheKeyMayUse(t *testing.T) {
 	}
 	// The operator's key may use big: the same failure falls back.
 	g.mock("s1").Script(mock.Fault{Status: 503})
-	if a = g.post("/v1/chat/completions", smallBody, "Authorization", "Bearer sk-ops"); a.Header.Get(FallbackModelHeader) != "big" {
-		t.Fatalf("admin key: %d fallback %q", a.Status, a.Header.Get(FallbackModelHeader))
+	if a = g.post("/v1/chat/completions", smallBody, "Authorization", "Bearer sk-ops"); a.Header.Get(inference.FallbackModelHeader) != "big" {
+		t.Fatalf("admin key: %d fallback %q", a.Status, a.Header.Get(inference.FallbackModelHeader))
 	}
 }
 
@@ -306,8 +307,8 @@ func TestReloadRefusesFallbackCycle(t *testing.T) {
 		t.Fatalf("reload of a cycle: %v", err)
 	}
 	g.mock("s1").Script(mock.Fault{Status: 503})
-	if a := g.post("/v1/chat/completions", smallBody); a.Header.Get(FallbackModelHeader) != "big" {
-		t.Fatalf("after the refused reload: %d fallback %q", a.Status, a.Header.Get(FallbackModelHeader))
+	if a := g.post("/v1/chat/completions", smallBody); a.Header.Get(inference.FallbackModelHeader) != "big" {
+		t.Fatalf("after the refused reload: %d fallback %q", a.Status, a.Header.Get(inference.FallbackModelHeader))
 	}
 	os.WriteFile(path, []byte(strings.Replace(fallbackYAML("[error]"), "  - name: big\n", "  - name: big\n    routing: least_busy\n", 1)), 0o644)
 	if _, err := g.Reload(path, false); err != nil {
@@ -330,8 +331,8 @@ func TestModelFallbackRateLimitDoesNotWaitForReset(t *testing.T) {
 	g := startGateway(t, strings.Replace(fallbackYAML("[rate_limit]"), "retries: {max_attempts: 1, max_rounds: 1}\n", "", 1))
 	g.mock("s1").Script(mock.Fault{Status: 429, Header: hdr("Retry-After", "3600")}, mock.Fault{Status: 429, Header: hdr("Retry-After", "3600")})
 	for i := range 3 { // the second and third find s1 already paused
-		if a := g.post("/v1/chat/completions", smallBody); a.Status != 200 || a.Header.Get(FallbackModelHeader) != "big" {
-			t.Fatalf("request %d: %d fallback %q: %s", i, a.Status, a.Header.Get(FallbackModelHeader), a.Body)
+		if a := g.post("/v1/chat/completions", smallBody); a.Status != 200 || a.Header.Get(inference.FallbackModelHeader) != "big" {
+			t.Fatalf("request %d: %d fallback %q: %s", i, a.Status, a.Header.Get(inference.FallbackModelHeader), a.Body)
 		}
 	}
 	if n := g.mock("s1").Calls(); n != 1 {
@@ -387,8 +388,8 @@ retries: {max_attempts: 1, max_rounds: 1}
 				body = `{"model":"` + model + `","stream":true,"messages":[{"role":"user","content":"hi"}]}`
 			}
 			a := g.post("/v1/chat/completions", body)
-			if a.Status != 200 || a.Header.Get(FallbackModelHeader) != "spare" || a.Header.Get("X-Switchboard-Model") != model {
-				t.Errorf("%s stream=%v: %d fallback %q: %s", model, stream, a.Status, a.Header.Get(FallbackModelHeader), a.Body)
+			if a.Status != 200 || a.Header.Get(inference.FallbackModelHeader) != "spare" || a.Header.Get("X-Switchboard-Model") != model {
+				t.Errorf("%s stream=%v: %d fallback %q: %s", model, stream, a.Status, a.Header.Get(inference.FallbackModelHeader), a.Body)
 			}
 		}
 	}
@@ -414,8 +415,8 @@ retries: {max_attempts: 1, max_rounds: 1}
 	for _, model := range []string{"a", "m"} {
 		g.mock("s1").Script(mock.Fault{Status: 503})
 		a := g.post("/v1/responses", `{"model":"`+model+`","input":"hi"}`)
-		if a.Status != 503 || a.Header.Get(FallbackModelHeader) != "" || strings.Contains(a.Body, "unsupported_endpoint") {
-			t.Errorf("model %s: %d fallback %q: %s", model, a.Status, a.Header.Get(FallbackModelHeader), a.Body)
+		if a.Status != 503 || a.Header.Get(inference.FallbackModelHeader) != "" || strings.Contains(a.Body, "unsupported_endpoint") {
+			t.Errorf("model %s: %d fallback %q: %s", model, a.Status, a.Header.Get(inference.FallbackModelHeader), a.Body)
 		}
 	}
 	a := g.post("/v1/responses", `{"model":"c","input":"hi"}`)

@@ -18,6 +18,7 @@ import (
 
 	"switchboard/internal/admit"
 	"switchboard/internal/config"
+	"switchboard/internal/front"
 	"switchboard/internal/store"
 	"switchboard/internal/store/redistest"
 )
@@ -64,7 +65,7 @@ func replicaLog(i int) (*syncBuffer, *slog.Logger) {
 	if testing.Verbose() {
 		w = io.MultiWriter(logs, os.Stderr)
 	}
-	return logs, slog.New(LogHandler{slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelInfo})}).With("replica", i+1)
+	return logs, slog.New(front.LogHandler{Handler: slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelInfo})}).With("replica", i+1)
 }
 
 // fleetClient is shared by the load goroutines: enough idle connections

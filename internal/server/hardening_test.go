@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"switchboard/internal/config"
+	"switchboard/internal/front"
 )
 
 // served is a Server behind Serve itself (its listener cap, its body and
@@ -35,7 +36,7 @@ func startServed(t *testing.T, yaml string) *served {
 		t.Fatalf("config: %v", err)
 	}
 	logs := &syncBuffer{ch: make(chan struct{}, 1)}
-	s := New(slog.New(LogHandler{slog.NewTextHandler(logs, nil)}), nil, nil)
+	s := New(slog.New(front.LogHandler{Handler: slog.NewTextHandler(logs, nil)}), nil, nil)
 	s.Apply(cfg)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -15,6 +15,7 @@ import (
 
 	"switchboard/internal/clock"
 	"switchboard/internal/config"
+	"switchboard/internal/front"
 	"switchboard/internal/provider/mock"
 )
 
@@ -63,7 +64,7 @@ func startGatewayClock(t *testing.T, yaml string, clk clock.Clock) *gateway {
 	if testing.Verbose() {
 		w = io.MultiWriter(logs, os.Stderr)
 	}
-	log := slog.New(LogHandler{slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelDebug})})
+	log := slog.New(front.LogHandler{Handler: slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelDebug})})
 	s := New(log, clk, nil)
 	s.Apply(cfg)
 	ts := httptest.NewServer(s.Handler())

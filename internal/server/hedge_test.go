@@ -494,8 +494,9 @@ func TestHedgedStreamsRelayOneProvider(t *testing.T) {
 }
 
 // TestHedgedBudgetStaysHard: hedges reserve next to their originals and
-// losers keep what they may have cost, so concurrent hedged requests
-// never take a tenant past its cap.
+// losers are charged what they are known to have cost, within their
+// reservations, so concurrent hedged requests never take a tenant past its
+// cap.
 func TestHedgedBudgetStaysHard(t *testing.T) {
 	a, b := newHedgeUp(t, "a", false), newHedgeUp(t, "b", false)
 	jitter := func() time.Duration { return time.Duration(time.Now().UnixNano()%4) * time.Millisecond }
@@ -530,10 +531,11 @@ func TestHedgedBudgetStaysHard(t *testing.T) {
 	if ok.Load() == 0 || started == 0 || settled+reserved > 3.0000001 {
 		t.Fatalf("ok %d hedges %v settled %v reserved %v: %s", ok.Load(), started, settled, reserved, u.Body)
 	}
-	// A decided race's loser costs what it settled or kept; that is
-	// counted as waste and is part of the spend. A loser canceled before
-	// its request went out is refunded and costs nothing (on a loaded
-	// machine every loser can be one), so waste is bounded, not required.
+	// A decided race's loser costs what it settled or is known to have
+	// cost; that is counted as waste and is part of the spend. A loser
+	// canceled before its request went out is refunded and costs nothing
+	// (on a loaded machine every loser can be one), so waste is bounded,
+	// not required.
 	h := g.Metrics.Hedge
 	won := counter(h.Won, "m", "a", "original") + counter(h.Won, "m", "b", "hedge")
 	wasted := counter(h.WastedNanoUSD, "m", "a") + counter(h.WastedNanoUSD, "m", "b")

@@ -1,7 +1,6 @@
 package server
 
 import (
-	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"io"
@@ -11,37 +10,17 @@ import (
 	"strings"
 	"time"
 
+	"switchboard/internal/front"
 	"switchboard/internal/metrics"
 )
 
 type ctxKey int
 
 const (
-	requestIDKey ctxKey = iota
 	// spareKey marks a request on a connection accepted beyond
 	// limits.max_connections.
-	spareKey
+	spareKey ctxKey = iota
 )
-
-// RequestID returns the request id carried by ctx ("" when none).
-func RequestID(ctx context.Context) string {
-	id, _ := ctx.Value(requestIDKey).(string)
-	return id
-}
-
-// LogHandler adds the request id of the record's context to every log
-// line, so that helpers deep in a request need only pass ctx.
-type LogHandler struct{ slog.Handler }
-
-func (h LogHandler) Handle(ctx context.Context, r slog.Record) error {
-	if id := RequestID(ctx); id != "" {
-		r.AddAttrs(slog.String("request_id", id))
-	}
-	return h.Handler.Handle(ctx, r)
-}
-
-func (h LogHandler) WithAttrs(a []slog.Attr) slog.Handler { return LogHandler{h.Handler.WithAttrs(a)} }
-func (h LogHandler) WithGroup(n string) slog.Handler      { return LogHandler{h.Handler.WithGroup(n)} }
 
 // validRequestID accepts a client's X-Request-Id when it is short and
 // printable, so that it is safe in logs and headers.
@@ -62,11 +41,6 @@ func newRequestID() string {
 	_, _ = rand.Read(b[:])
 	return "req_" + hex.EncodeToString(b[:])
 }
-
-// statusClientClosed is the status logged, counted and recorded for a
-// request whose client left before any answer was written (nginx's
-// "client closed request").
-const statusClientClosed = 499
 
 // statusWriter records the status for the access log and metrics. It
 // passes Flush through so streams are not buffered.
@@ -156,7 +130,7 @@ func (s *Server) wrap(next http.Handler) http.Handler {
 			id = newRequestID()
 		}
 		w.Header().Set("X-Request-Id", id)
-		ctx := context.WithValue(r.Context(), requestIDKey, id)
+		ctx := front.WithRequestID(r.Context(), id)
 		r = r.WithContext(ctx)
 		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK, m: s.Metrics, path: r.URL.Path, start: start}
 		if r.ContentLength != 0 && r.Body != nil && r.Body != http.NoBody {
@@ -178,19 +152,19 @@ func (s *Server) wrap(next http.Handler) http.Handler {
 				}
 				s.Log.ErrorContext(ctx, "panic serving request", "panic", v, "stack", string(debug.Stack()))
 				if !sw.wrote {
-					writeError(sw, protocolOf(r), &apiError{Status: 500, Type: "server_error", Code: "internal_error",
+					front.WriteError(sw, front.ProtocolOf(r), &front.Error{Status: 500, Type: "server_error", Code: "internal_error",
 						Message: "internal error; request id " + id})
 				}
 			}
 			if !sw.wrote && ctx.Err() != nil {
 				// The client left before any answer was written: nothing
 				// went out, so not the 200 net/http would default to.
-				sw.status = statusClientClosed
+				sw.status = front.StatusClientClosed
 			}
 			sw.Answered()
 			if s.Log.Enabled(ctx, slog.LevelInfo) { // the attrs would be built for nothing
-				s.Log.LogAttrs(ctx, slog.LevelInfo, "request", slog.String("method", shown(r.Method)),
-					slog.String("path", shown(r.URL.Path)), slog.Int("status", sw.status),
+				s.Log.LogAttrs(ctx, slog.LevelInfo, "request", slog.String("method", front.Shown(r.Method)),
+					slog.String("path", front.Shown(r.URL.Path)), slog.Int("status", sw.status),
 					slog.Duration("duration", time.Since(start)))
 			}
 		}()
@@ -199,7 +173,7 @@ func (s *Server) wrap(next http.Handler) http.Handler {
 			// answer per connection.
 			sw.Header().Set("Connection", "close")
 			if r.URL.Path != "/health" && r.URL.Path != "/ready" {
-				writeError(sw, protocolOf(r), &apiError{Status: http.StatusServiceUnavailable, Type: "server_error",
+				front.WriteError(sw, front.ProtocolOf(r), &front.Error{Status: http.StatusServiceUnavailable, Type: "server_error",
 					Code: "too_many_connections", Message: "the gateway is at limits.max_connections; retry shortly",
 					RetryAfter: time.Second})
 				return
@@ -225,23 +199,21 @@ func routeLabel(p string) string {
 	return "other"
 }
 
-func protocolOf(r *http.Request) Protocol {
-	if strings.HasPrefix(r.URL.Path, "/v1/messages") {
-		return Anthropic
+// adminRouteLabel bounds the metrics label of an /admin path: the
+// collection, with "/{id}" for anything below it.
+func adminRouteLabel(p string) string {
+	rest, ok := strings.CutPrefix(p, "/admin/v1/")
+	if !ok {
+		return "other"
 	}
-	return OpenAI
-}
-
-// presentedKey finds the client's gateway key: Authorization Bearer,
-// x-api-key or x-goog-api-key.
-func presentedKey(r *http.Request) string {
-	if a := r.Header.Get("Authorization"); a != "" {
-		if len(a) > 7 && strings.EqualFold(a[:7], "bearer ") {
-			return strings.TrimSpace(a[7:])
-		}
+	coll, sub, _ := strings.Cut(rest, "/")
+	switch coll {
+	case "keys", "tenants", "audit", "usage", "requests", "overview":
+	default:
+		return "/admin/v1/other"
 	}
-	if k := r.Header.Get("X-Api-Key"); k != "" {
-		return k
+	if sub != "" {
+		return "/admin/v1/" + coll + "/{id}"
 	}
-	return r.Header.Get("X-Goog-Api-Key")
+	return "/admin/v1/" + coll
 }

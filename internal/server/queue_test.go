@@ -16,6 +16,8 @@ import (
 	"github.com/tidwall/gjson"
 
 	"switchboard/internal/config"
+	"switchboard/internal/dispatch"
+	"switchboard/internal/front"
 	"switchboard/internal/idempotency"
 	"switchboard/internal/queue"
 	"switchboard/internal/store/redistest"
@@ -32,7 +34,7 @@ type replica struct {
 
 // startQueued serves yaml in queue mode; queueLines adds lines (indented two
 // spaces) to its queue section.
-func startQueued(t *testing.T, srv *redistest.Server, yaml, queueLines string, roles ...Role) []*replica {
+func startQueued(t *testing.T, srv *redistest.Server, yaml, queueLines string, roles ...dispatch.Role) []*replica {
 	t.Helper()
 	yaml += "redis: {url: \"" + srv.URL + "\"}\nqueue:\n  mode: redis\n" + queueLines
 	cfg, err := config.Parse([]byte(yaml), "queue.yaml")
@@ -46,17 +48,17 @@ func startQueued(t *testing.T, srv *redistest.Server, yaml, queueLines string, r
 		if testing.Verbose() {
 			w = io.MultiWriter(logs, os.Stderr)
 		}
-		log := slog.New(LogHandler{slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelInfo})}).With("replica", i+1)
+		log := slog.New(front.LogHandler{Handler: slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelInfo})}).With("replica", i+1)
 		c, err := queue.Dial(srv.URL, time.Second, time.Second, 64)
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { c.Close() })
 		s := New(log, nil, nil)
-		s.SetIdempotency(idempotency.NewRedis(c, IdempotencyLimits(cfg)))
+		s.SetIdempotency(idempotency.NewRedis(c, idempotency.LimitsOf(&cfg.Idempotency)))
 		s.Apply(cfg)
 		ctx, cancel := context.WithCancel(context.Background())
-		wait := s.StartQueue(ctx, queue.New(c, QueueOptions(cfg)), role)
+		wait := s.StartQueue(ctx, queue.New(c, queue.OptionsOf(&cfg.Queue)), role)
 		stop := func() { cancel(); wait() }
 		t.Cleanup(stop)
 		ts := httptest.NewServer(s.Handler())
@@ -67,29 +69,9 @@ func startQueued(t *testing.T, srv *redistest.Server, yaml, queueLines string, r
 }
 
 var (
-	ingressOnly = Role{Ingress: true}
-	workerOnly  = Role{Worker: true}
+	ingressOnly = dispatch.Role{Ingress: true}
+	workerOnly  = dispatch.Role{Worker: true}
 )
-
-// --role reads back as it was spelled (health detail shows String); an
-// unknown role is refused.
-func TestParseRole(t *testing.T) {
-	for _, tc := range []struct {
-		in, want string
-		role     Role
-	}{
-		{"", "all", Role{true, true}}, {"all", "all", Role{true, true}},
-		{"ingress", "ingress", ingressOnly}, {"worker", "worker", workerOnly},
-	} {
-		r, err := ParseRole(tc.in)
-		if err != nil || r != tc.role || r.String() != tc.want {
-			t.Errorf("ParseRole(%q) = %+v %q, %v", tc.in, r, r.String(), err)
-		}
-	}
-	if _, err := ParseRole("both"); err == nil {
-		t.Error("an unknown role was accepted")
-	}
-}
 
 // Through the queue, every endpoint answers as it does locally: the same
 // bodies, a stream event by event ending in [DONE], and only the worker
@@ -201,7 +183,7 @@ func TestQueueDepthBoundAcrossIngress(t *testing.T) {
 // the gateway.
 func TestQueueRedisRestartUnderLoad(t *testing.T) {
 	srv := redistest.Start(t)
-	reps := startQueued(t, srv, mockYAML("m", "a"), "", Role{Ingress: true, Worker: true})
+	reps := startQueued(t, srv, mockYAML("m", "a"), "", dispatch.Role{Ingress: true, Worker: true})
 	g := reps[0]
 	if a := g.post("/v1/chat/completions", chatBody); a.Status != 200 {
 		t.Fatalf("before: %d %s", a.Status, a.Body)
@@ -292,20 +274,5 @@ func TestQueueMalformedJobIsDeadLettered(t *testing.T) {
 	})
 	if reps[0].mock("a").Calls() != 0 || !strings.Contains(reps[0].logs.String(), "refusing a job") {
 		t.Fatalf("calls %d, logs %s", reps[0].mock("a").Calls(), reps[0].logs.String())
-	}
-}
-
-// A stream's terminal records the last usage its events reported.
-func TestJobWriterKeepsStreamUsage(t *testing.T) {
-	for _, tc := range []struct{ in, want string }{
-		{"data: {\"choices\":[]}\n\n", ""},
-		{"data: {\"choices\":[],\"usage\":{\"prompt_tokens\":3}}\n\ndata: [DONE]\n\n", `{"prompt_tokens":3}`},
-		{"event: message_delta\ndata: {\"type\":\"message_delta\",\"usage\":{\"output_tokens\":7}}\n\n", `{"output_tokens":7}`},
-	} {
-		w := &jobWriter{}
-		w.noteUsage([]byte(tc.in))
-		if string(w.usage) != tc.want {
-			t.Errorf("%q: usage %q, want %q", tc.in, w.usage, tc.want)
-		}
 	}
 }

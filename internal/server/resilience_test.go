@@ -14,6 +14,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"switchboard/internal/clock"
+	"switchboard/internal/inference"
 	"switchboard/internal/provider/mock"
 )
 
@@ -28,12 +29,12 @@ func hdr(kv ...string) http.Header {
 	return h
 }
 
-func failureDetailOf(t *testing.T, body string) (msg string, d failureDetail) {
+func failureDetailOf(t *testing.T, body string) (msg string, d inference.FailureDetail) {
 	t.Helper()
 	var e struct {
 		Error struct {
-			Message string        `json:"message"`
-			Detail  failureDetail `json:"detail"`
+			Message string                  `json:"message"`
+			Detail  inference.FailureDetail `json:"detail"`
 		} `json:"error"`
 	}
 	if err := json.Unmarshal([]byte(body), &e); err != nil {

@@ -1,13 +1,18 @@
-// Package server is Switchboard's HTTP front: routes, middleware (request
-// id, recovery, auth, body limit), the request handlers, and the one place
-// that writes errors. It reads an atomically swapped config snapshot; no
-// lock is taken on the request path.
+// Package server is Switchboard's HTTP front. It assembles the gateway:
+// it builds the planes (inference, operator, queue dispatch) over the
+// shared state (provider health, routing stats, admission, the attempt
+// loop), compiles each applied config into the snapshot every request
+// reads (swapped atomically: no lock on the request path), and serves
+// them: the route table, the middleware (request id, recovery, access log,
+// connection cap), authentication (gateway keys, the admin guard, the
+// metrics token), /health, /ready and /metrics, graceful shutdown, and the
+// provider state kept across restarts. A plane's handler gets the snapshot
+// and the caller's identity from it and never calls back into it. It may
+// call every package below it; only cmd/switchboard calls it.
 package server
 
 import (
 	"context"
-	"crypto/sha256"
-	"crypto/subtle"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -23,41 +28,27 @@ import (
 	"switchboard/internal/clock"
 	"switchboard/internal/config"
 	"switchboard/internal/connlimit"
+	"switchboard/internal/dispatch"
 	"switchboard/internal/health"
 	"switchboard/internal/idempotency"
+	"switchboard/internal/inference"
 	"switchboard/internal/metrics"
+	"switchboard/internal/operator"
 	"switchboard/internal/provider"
 	"switchboard/internal/provider/anthropic"
+	"switchboard/internal/provider/azure"
+	"switchboard/internal/provider/bedrock"
 	"switchboard/internal/provider/gemini"
 	"switchboard/internal/provider/mock"
 	"switchboard/internal/provider/openai"
+	"switchboard/internal/provider/vertex"
 	"switchboard/internal/proxy"
-	"switchboard/internal/redact"
+	"switchboard/internal/queue"
 	"switchboard/internal/route"
+	"switchboard/internal/snapshot"
 	"switchboard/internal/store"
 	"switchboard/internal/usagelog"
 )
-
-// Snapshot is everything a request reads from one config version.
-type Snapshot struct {
-	Config *config.Config
-	Routes *route.Table
-	// metricsHash is sha256(auth.metrics_token) when set; adminHash
-	// sha256(auth.admin_token).
-	metricsHash, adminHash *[32]byte
-	// advisory: the rate-limit advisory headers are on, under
-	// advisoryNames (limits.advisory_prefix).
-	advisory      bool
-	advisoryNames admit.AdvisoryNames
-	// loaded is when this config was applied (the models' created time).
-	loaded time.Time
-	// anyTPM: a global or provider token bucket is configured, so answers
-	// must report usage to correct it.
-	anyTPM bool
-	// secrets are the providers' API keys, masked in whatever an upstream
-	// answer passes through to a client (nil: none configured).
-	secrets *redact.Secrets
-}
 
 // Server is the gateway. Create it with New, then Apply a config.
 type Server struct {
@@ -72,17 +63,16 @@ type Server struct {
 	// store; Apply creates an in-memory one when it is nil.
 	Admission *admit.Controller
 
-	snap atomic.Pointer[Snapshot]
+	snap atomic.Pointer[snapshot.Snapshot]
 	// queueing is distributed execution (nil with queue.mode off).
-	queueing *Queueing
-	idem     idempotency.Store
-	// adminSvc runs the admin API's changes (see SetAdminStore).
-	adminSvc *admin.Service
+	queueing *dispatch.Plane
+	// inf is the inference plane: the /v1 model endpoints.
+	inf *inference.Plane
+	// op is the operator plane: admin API, dashboards, health detail.
+	op *operator.Plane
 	// usage is the per-request usage log (nil: off).
-	usage  atomic.Pointer[usagelog.Log]
-	jobMux sync.Once
-	jobH   http.Handler
-	proxy  *proxy.Proxy
+	usage atomic.Pointer[usagelog.Log]
+	proxy *proxy.Proxy
 	// selector applies each model's routing policy (its Busy is the
 	// proxy's in-flight count).
 	selector *route.Selector
@@ -133,7 +123,11 @@ func New(log *slog.Logger, clk clock.Clock, client *http.Client) *Server {
 		Buffers: provider.NewBudget(512 << 20)} // the configured limit is set by Apply
 	s.selector = &route.Selector{Stats: s.Stats, Busy: &route.Busy{}}
 	s.proxy.Busy = s.selector.Busy
-	s.Prober.Serving = s.preferred // e.g. lowest_latency probes the others, not the one it uses
+	s.Prober.Serving = s.selector.Preferred // e.g. lowest_latency probes the others, not the one it uses
+	s.inf = &inference.Plane{Log: log, Clock: clk, Metrics: s.Metrics, Stats: s.Stats, Prober: s.Prober, Selector: s.selector,
+		Proxy: s.proxy, Snap: s.Snapshot, UsageLog: s.UsageLog, Cutting: s.cutting.Load}
+	s.op = &operator.Plane{Log: log, Clock: clk, Health: s.Health, Stats: s.Stats, Selector: s.selector,
+		UsageLog: s.UsageLog, Draining: func() bool { return s.stopping.Load() || s.draining.Load() }}
 	return s
 }
 
@@ -172,7 +166,7 @@ func (s *Server) Apply(cfg *config.Config) {
 	s.Health.Configure(health.Settings{Threshold: *b.Threshold, Window: b.Window.D(), Cooldown: b.Cooldown.D(),
 		DefaultPause: time.Duration(cfg.Performance.QuotaPauseDefaultSeconds) * time.Second})
 	s.admission()
-	if s.adminSvc == nil {
+	if s.op.Admin == nil {
 		st, err := admin.OpenMemory()
 		if err == nil {
 			err = s.SetAdminStore(context.Background(), st)
@@ -181,38 +175,26 @@ func (s *Server) Apply(cfg *config.Config) {
 			s.Log.Error("admin store refused", "error", err.Error())
 		}
 	}
-	if s.idem == nil {
-		s.idem = idempotency.NewMemory(IdempotencyLimits(cfg), nil)
+	if s.inf.Idempotency == nil {
+		s.inf.Idempotency = idempotency.NewMemory(idempotency.LimitsOf(&cfg.Idempotency), nil)
 	}
 	if s.proxy.Admission != s.Admission {
-		s.proxy.Admission = s.Admission // once, before the first request
+		// Once, before the first request.
+		s.proxy.Admission = s.Admission
+		s.inf.Admission = s.Admission
+		s.op.Admission = s.Admission
 	}
 	// Configure validates nothing new: config.Load already did.
 	if err := s.Admission.Configure(cfg); err != nil {
 		s.Log.Error("admission config refused", "error", err.Error())
 	}
 	if s.queueing != nil {
-		s.queueing.Q.SetOptions(QueueOptions(cfg))
+		s.queueing.Q.SetOptions(queue.OptionsOf(&cfg.Queue))
 	}
 	s.proxy.Buffers.SetLimit(cfg.Limits.MaxBufferedBytes)
 	s.Stats.SetWindow(cfg.Performance.SampleWindow.D())
 	s.Prober.SetMaxPerMinute(cfg.Performance.ProbeMaxPerMinute)
-	snap := &Snapshot{Config: cfg, Routes: table, advisory: admit.AdvisoryEnabled(cfg), advisoryNames: admit.NamesFor(cfg.Limits.AdvisoryPrefix), loaded: s.Clock.Now(),
-		anyTPM: cfg.Limits.TPM != nil}
-	var keys []string
-	for _, p := range cfg.Providers {
-		snap.anyTPM = snap.anyTPM || p.TPM != nil
-		keys = append(keys, p.Keys()...)
-	}
-	snap.secrets = redact.New(keys)
-	if cfg.Auth.MetricsToken != "" {
-		h := sha256.Sum256([]byte(cfg.Auth.MetricsToken))
-		snap.metricsHash = &h
-	}
-	if cfg.Auth.AdminToken != "" {
-		h := sha256.Sum256([]byte(cfg.Auth.AdminToken))
-		snap.adminHash = &h
-	}
+	snap := snapshot.New(cfg, table, s.Clock.Now())
 	s.snap.Store(snap)
 	if l := s.conns.Load(); l != nil {
 		l.SetMax(maxConnections(cfg))
@@ -255,12 +237,18 @@ func (s *Server) build(pc *config.Provider) provider.Provider {
 		return anthropic.New(pc, s.client)
 	case config.TypeGemini:
 		return gemini.New(pc, s.client)
+	case config.TypeAzure:
+		return azure.New(pc, s.client, s.Clock)
+	case config.TypeBedrock:
+		return bedrock.New(pc, s.client)
+	case config.TypeVertex:
+		return vertex.New(pc, s.client, s.Clock)
 	}
 	return openai.New(pc, s.client)
 }
 
 // Snapshot returns the current config snapshot (nil before the first Apply).
-func (s *Server) Snapshot() *Snapshot { return s.snap.Load() }
+func (s *Server) Snapshot() *snapshot.Snapshot { return s.snap.Load() }
 
 // Provider returns the live instance of a provider by name (tests script
 // mock providers through it).
@@ -340,12 +328,6 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		return fmt.Errorf("shutdown: %w", err)
 	}
 	return nil
-}
-
-// checkToken compares a presented token with a stored hash in constant time.
-func checkToken(presented string, want *[32]byte) bool {
-	got := sha256.Sum256([]byte(presented))
-	return subtle.ConstantTimeCompare(got[:], want[:]) == 1
 }
 
 // Prewarm opens a connection to each remote provider origin (bounded by

@@ -7,6 +7,7 @@ import (
 
 	"github.com/tidwall/gjson"
 
+	"switchboard/internal/inference"
 	"switchboard/internal/provider/mock"
 )
 
@@ -35,11 +36,11 @@ func TestUsageRowServedModel(t *testing.T) {
 	g, _, ul := usageGateway(t, servedYAML)
 	acme := []string{"Authorization", "Bearer k-acme"}
 	g.mock("s1").Script(mock.Fault{Status: http.StatusServiceUnavailable})
-	if a := g.post("/v1/chat/completions", smallBody, acme...); a.Status != 200 || a.Header.Get(FallbackModelHeader) != "big" {
-		t.Fatalf("the fallback: %d %q %s", a.Status, a.Header.Get(FallbackModelHeader), a.Body)
+	if a := g.post("/v1/chat/completions", smallBody, acme...); a.Status != 200 || a.Header.Get(inference.FallbackModelHeader) != "big" {
+		t.Fatalf("the fallback: %d %q %s", a.Status, a.Header.Get(inference.FallbackModelHeader), a.Body)
 	}
-	if a := g.post("/v1/chat/completions", smallBody, acme...); a.Status != 200 || a.Header.Get(FallbackModelHeader) != "" {
-		t.Fatalf("small itself: %d %q %s", a.Status, a.Header.Get(FallbackModelHeader), a.Body)
+	if a := g.post("/v1/chat/completions", smallBody, acme...); a.Status != 200 || a.Header.Get(inference.FallbackModelHeader) != "" {
+		t.Fatalf("small itself: %d %q %s", a.Status, a.Header.Get(inference.FallbackModelHeader), a.Body)
 	}
 	waitRows(t, ul, 2)
 	admin := []string{"Authorization", "Bearer k-admin"}
@@ -113,8 +114,8 @@ auth:
 	g.mock("s1").Script(mock.Fault{Status: 503}, mock.Fault{Status: 503})
 	g.mock("m1").Script(mock.Fault{Status: 503})
 	for i, want := range []string{"big", "mid", ""} {
-		if a := g.post("/v1/chat/completions", smallBody, "Authorization", "Bearer k-acme"); a.Status != 200 || a.Header.Get(FallbackModelHeader) != want {
-			t.Fatalf("request %d: %d served by %q, want %q: %s", i, a.Status, a.Header.Get(FallbackModelHeader), want, a.Body)
+		if a := g.post("/v1/chat/completions", smallBody, "Authorization", "Bearer k-acme"); a.Status != 200 || a.Header.Get(inference.FallbackModelHeader) != want {
+			t.Fatalf("request %d: %d served by %q, want %q: %s", i, a.Status, a.Header.Get(inference.FallbackModelHeader), want, a.Body)
 		}
 	}
 	return g

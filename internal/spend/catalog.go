@@ -258,6 +258,33 @@ func applyPrice(e *Entry, p *config.Price) {
 
 var dateSuffix = regexp.MustCompile(`-(\d{4}-\d{2}-\d{2}|\d{8})$`)
 
+// Bedrock names a model with a cross-region prefix, its vendor and a
+// version ("us.anthropic.claude-sonnet-4-5-20250929-v1:0",
+// "amazon.nova-pro-v1:0"); Vertex AI puts "@" before a Claude date
+// ("claude-sonnet-4-5@20250929").
+var (
+	bedrockGeo     = regexp.MustCompile(`^(us|eu|apac|global|jp|au|ca|us-gov)\.`)
+	bedrockVendor  = regexp.MustCompile(`^(amazon|anthropic|meta|mistral|cohere|ai21|deepseek|openai|qwen|writer)\.`)
+	bedrockVersion = regexp.MustCompile(`-v\d+(:\d+)?$`)
+)
+
+// cloudNames are the names a cloud's model id may be catalogued under:
+// the Bedrock id without region and version ("amazon.nova-pro"), then
+// without its vendor ("claude-sonnet-4-5-20250929"); the Vertex AI name
+// with a dash for its "@".
+func cloudNames(model string) []string {
+	if strings.Contains(model, "@") {
+		return []string{strings.Replace(model, "@", "-", 1)}
+	}
+	id := bedrockGeo.ReplaceAllString(model, "")
+	if !bedrockVendor.MatchString(id) {
+		return nil
+	}
+	id = bedrockVersion.ReplaceAllString(id, "")
+	_, bare, _ := strings.Cut(id, ".")
+	return []string{id, bare}
+}
+
 // find looks a provider model name up in the built-in catalog: as given,
 // lower-cased, without a "models/" prefix, by its last path segment
 // ("accounts/x/models/m", "openai/gpt-4o"), then without a date suffix.
@@ -286,6 +313,7 @@ func (c *Catalog) search(model string) (*Entry, bool) {
 	if i := strings.LastIndexByte(model, '/'); i >= 0 {
 		cands = append(cands, model[i+1:])
 	}
+	cands = append(cands, cloudNames(cands[len(cands)-1])...)
 	for _, n := range cands {
 		if e, ok := try(n); ok {
 			return e, true

@@ -37,7 +37,14 @@ var knownControls = setOf(
 	"previous_response_id", "conversation", "cachedContent", "cached_content",
 	// embeddings
 	"encoding_format", "dimensions",
+	// the clouds' native bodies: Anthropic's on Bedrock and Vertex AI,
+	// Bedrock Converse's bounds and model fields (checked by value)
+	"anthropic_version", "anthropic_beta", "inferenceConfig", "additionalModelRequestFields",
 )
+
+// knownModelFields are Converse's additionalModelRequestFields with a
+// known cost effect (what the gateway's translation writes).
+var knownModelFields = setOf("thinking", "top_k")
 
 // explained are unpriceable fields with a specific reason.
 var explained = map[string]string{
@@ -104,6 +111,13 @@ func controlsReason(body []byte) string {
 			reason = "non-text output modalities"
 		case key == "tools":
 			reason = toolsReason(v)
+		case key == "additionalModelRequestFields":
+			v.ForEach(func(mk, _ gjson.Result) bool {
+				if !knownModelFields[mk.String()] {
+					reason = fmt.Sprintf("unknown native control %q", key+"."+mk.String())
+				}
+				return reason == ""
+			})
 		case key == "generationConfig" || key == "generation_config":
 			v.ForEach(func(gk, gv gjson.Result) bool {
 				switch n := gk.String(); {

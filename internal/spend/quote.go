@@ -43,6 +43,12 @@ type Quote struct {
 	Entry *Entry
 	// InputBound, OutputBound (per candidate) and Candidates in tokens.
 	InputBound, OutputBound, Candidates int64
+	// Reasoning is the reasoning budget the body states (thinking,
+	// reasoning_effort): the output bound is never below it.
+	Reasoning int64
+	// OutputField names the body's output limit field ("" when it sets
+	// none): the one a smaller limit goes in.
+	OutputField string
 	// Media is set when the body carries media input.
 	Media bool
 	// inputCost, inputRate and outputRate (nano-USD per million tokens;
@@ -167,6 +173,7 @@ func (c *Catalog) Quote(r Request) Quote {
 			return unpriced(q, "the request sets no output limit and the output ceiling of %q is unknown", r.Model)
 		}
 		q.OutputBound, q.Candidates = l.Allowance(lim), max(n, 1)*prompts(r, &top)
+		q.Reasoning, q.OutputField = l.Reasoning, l.OutputField
 	}
 
 	rates := e.RatesAt(q.InputBound)

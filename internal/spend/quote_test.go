@@ -129,6 +129,7 @@ func TestQuoteUnpriceable(t *testing.T) {
 		{"openrouter fallback of unknown price", Request{"or", "openai", "openai/gpt-4o", "chat/completions", []byte(`{"messages":[],"max_tokens":5,"models":["a","b"]}`)}, `fallback model a: no price is known for model "a"`},
 		{"openrouter models not a list of names", Request{"or", "openai", "openai/gpt-4o", "chat/completions", []byte(`{"messages":[],"max_tokens":5,"models":[1]}`)}, "variable routing"},
 		{"unknown native control", Request{"openai", "openai", "gpt-4o", "chat/completions", []byte(`{"messages":[],"max_tokens":5,"guided_json":{}}`)}, `unknown native control "guided_json"`},
+		{"unknown converse model field", Request{"b", "bedrock", "claude-haiku-4-5", "converse", []byte(`{"messages":[],"inferenceConfig":{"maxTokens":5},"additionalModelRequestFields":{"guardrails":{}}}`)}, "additionalModelRequestFields.guardrails"},
 		{"unknown generationConfig control", Request{"g", "gemini", "gemini-2.5-pro", "chat/completions", []byte(`{"contents":[],"generationConfig":{"maxOutputTokens":5,"speechConfig":{}}}`)}, "generationConfig.speechConfig"},
 		{"image output", Request{"g", "gemini", "gemini-2.5-flash", "chat/completions", []byte(`{"contents":[],"generationConfig":{"maxOutputTokens":5,"responseModalities":["TEXT","IMAGE"]}}`)}, "modalities"},
 		{"not an object", Request{"openai", "openai", "gpt-4o", "chat/completions", []byte(`[1]`)}, "not a JSON object"},
@@ -145,6 +146,8 @@ func TestQuoteUnpriceable(t *testing.T) {
 	for _, body := range []string{
 		`{"messages":[],"max_tokens":5,"tools":[{"type":"function","function":{"name":"f"}}],"service_tier":"flex","modalities":["text"]}`,
 		`{"messages":[],"max_tokens":5,"tools":[{"name":"get","input_schema":{}},{"type":"bash_20250124","name":"bash"}]}`,
+		`{"messages":[],"max_tokens":5,"anthropic_version":"bedrock-2023-05-31","anthropic_beta":["x"]}`,
+		`{"messages":[],"inferenceConfig":{"maxTokens":5},"additionalModelRequestFields":{"thinking":{"type":"enabled","budget_tokens":1024},"top_k":5}}`,
 	} {
 		if q := c.Quote(Request{"openai", "openai", "gpt-4o", "chat/completions", []byte(body)}); !q.Priced {
 			t.Errorf("%s: %s", body, q.Reason)
@@ -172,7 +175,12 @@ func TestHoldRules(t *testing.T) {
 		{"terminal bill may go below a partial floor", Hold{Held: 50_000_000, Entry: gpt4o}, []Usage{{CostNanoUSD: bill(9_000_000)}}, Usage{CostNanoUSD: bill(8_000_000)}, 8_000_000, true, 50_000_000},
 		{"unpriced hold stays without a stated cost", Hold{Held: 1e9, Unpriced: true}, nil, u, 0, false, 1e9},
 		{"unpriced hold resolved by a bill", Hold{Held: 1e9, Unpriced: true}, nil, Usage{CostNanoUSD: bill(3)}, 3, true, 1e9},
-		{"unpriced (hosted tools) resolved by catalog usage", Hold{Held: 1e9, Unpriced: true, Entry: gpt4o}, nil, u, 7_500_000, true, 1e9},
+		// The catalog cannot state an unpriced attempt's fees (hosted
+		// tools, say): only the provider's bill releases the hold; a
+		// catalog price may only raise it.
+		{"unpriced (hosted tools) not released by catalog usage", Hold{Held: 1e9, Unpriced: true, Entry: gpt4o}, nil, u, 0, false, 1e9},
+		{"unpriced hold raised by catalog usage", Hold{Held: 1_000_000, Unpriced: true, Entry: gpt4o}, []Usage{u}, u, 0, false, 7_500_000},
+		{"unpriced (hosted tools) released by a bill", Hold{Held: 1e9, Unpriced: true, Entry: gpt4o}, nil, Usage{Input: 1000, Output: 500, CostNanoUSD: bill(9)}, 9, true, 1e9},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -193,6 +201,35 @@ func TestHoldRules(t *testing.T) {
 	h.Partial(Usage{CostNanoUSD: bill(4)})
 	if got := h.Fail(); got != 4 {
 		t.Errorf("Fail = %d, want the partial bill 4", got)
+	}
+}
+
+// Known charges what an attempt the gateway stopped is known to have
+// cost, within the hold of a budgeted attempt, never below a partial
+// bill; an unpriced hold without a bill stays.
+func TestHoldKnown(t *testing.T) {
+	gpt4o, _ := Builtin().find("gpt-4o")
+	bill := func(n int64) *int64 { return &n }
+	u := Usage{Input: 1000, Output: 500} // 7,500,000 n$
+	tests := []struct {
+		name     string
+		h        Hold
+		u        Usage
+		charge   int64
+		resolved bool
+	}{
+		{"known cost within the hold", Hold{Held: 50_000_000, Budgeted: true, Entry: gpt4o}, u, 7_500_000, true},
+		{"never past the hold", Hold{Held: 5_000_000, Budgeted: true, Entry: gpt4o}, u, 5_000_000, true},
+		{"unbudgeted: the known cost", Hold{Entry: gpt4o}, u, 7_500_000, true},
+		{"a partial bill is a floor", Hold{Held: 50_000_000, Budgeted: true, Floor: 9_000_000, Entry: gpt4o}, u, 9_000_000, true},
+		{"a bill is charged as stated", Hold{Held: 5_000_000, Budgeted: true, Entry: gpt4o}, Usage{CostNanoUSD: bill(6_000_000)}, 6_000_000, true},
+		{"unpriced stays", Hold{Held: 1e9, Budgeted: true, Unpriced: true, Entry: gpt4o}, u, 0, false},
+	}
+	for _, tt := range tests {
+		h := tt.h
+		if charge, resolved := h.Known(tt.u); charge != tt.charge || resolved != tt.resolved {
+			t.Errorf("%s: %d %v, want %d %v", tt.name, charge, resolved, tt.charge, tt.resolved)
+		}
 	}
 }
 

@@ -271,17 +271,25 @@ func (w *Writer) Raw(b []byte) error {
 func (w *Writer) Data(data []byte) error { return w.Event("", data) }
 
 // Event writes one event with an optional name.
-func (w *Writer) Event(name string, data []byte) error {
-	buf := make([]byte, 0, len(name)+len(data)+16)
+func (w *Writer) Event(name string, data []byte) error { return w.Raw(Frame(name, data)) }
+
+// Frame is data framed as one event named name ("" = unnamed). data must
+// not contain newlines (compact JSON).
+func Frame(name string, data []byte) []byte {
+	return AppendFrame(make([]byte, 0, len(name)+len(data)+16), name, data)
+}
+
+// AppendFrame appends data framed as one event named name to b: the one
+// place events are framed.
+func AppendFrame(b []byte, name string, data []byte) []byte {
 	if name != "" {
-		buf = append(buf, "event: "...)
-		buf = append(buf, name...)
-		buf = append(buf, '\n')
+		b = append(b, "event: "...)
+		b = append(b, name...)
+		b = append(b, '\n')
 	}
-	buf = append(buf, "data: "...)
-	buf = append(buf, data...)
-	buf = append(buf, "\n\n"...)
-	return w.Raw(buf)
+	b = append(b, "data: "...)
+	b = append(b, data...)
+	return append(b, "\n\n"...)
 }
 
 // Done writes OpenAI's terminal `data: [DONE]`.

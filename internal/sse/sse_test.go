@@ -155,3 +155,32 @@ func TestBeforeReadRunsOnlyBeforeReads(t *testing.T) {
 		t.Fatalf("end: %v after %d hook runs, want EOF after 3", err, hooks)
 	}
 }
+
+// Every writer frames events through AppendFrame; what it frames reads
+// back as the same event, named or not, after whatever b already held.
+func TestAppendFrameReadsBack(t *testing.T) {
+	for _, tc := range []struct {
+		name, data, want string
+	}{
+		{"", `{"a":1}`, "data: {\"a\":1}\n\n"},
+		{"message_stop", `{"type":"message_stop"}`, "event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n"},
+		{"", "", "data: \n\n"},
+	} {
+		prefix := []byte("data: [held]\n\n")
+		got := AppendFrame(append([]byte(nil), prefix...), tc.name, []byte(tc.data))
+		if string(got) != string(prefix)+tc.want {
+			t.Errorf("AppendFrame(%q, %q) = %q, want %q after the prefix", tc.name, tc.data, got, tc.want)
+		}
+		if f := Frame(tc.name, []byte(tc.data)); string(f) != tc.want {
+			t.Errorf("Frame(%q, %q) = %q, want %q", tc.name, tc.data, f, tc.want)
+		}
+		r := NewReader(strings.NewReader(string(got)))
+		if ev, err := r.Next(); err != nil || string(ev.Data) != "[held]" {
+			t.Fatalf("the prefix read back as %q, %v", ev.Data, err)
+		}
+		ev, err := r.Next()
+		if err != nil || ev.Name != tc.name || string(ev.Data) != tc.data {
+			t.Errorf("%q read back as name %q data %q, %v", tc.want, ev.Name, ev.Data, err)
+		}
+	}
+}

@@ -32,7 +32,7 @@ func TestGroupCommitIsolatesAFailedOperation(t *testing.T) {
 	a1, dup, a3 := mk("same"), mk("same"), mk("other")
 	set := &Settlement{Now: t0, ID: "same", Tenant: "acme", Minute: Minute(t0), WindowSecs: 3600,
 		WindowStart: WindowStart(t0, 3600), ReservedDelta: -1000, SettledDelta: 300, TokenDelta: -10,
-		State: StateSettled, Cost: 300, Final: true}
+		Recorded: true, Final: true}
 	ops := []*op{{a: a1}, {a: dup}, {a: a3}, {st: set}}
 	s.mu.Lock()
 	s.apply(ops)
@@ -143,7 +143,7 @@ func TestSQLiteWaitsForTheLockHolder(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	admit(t, first, adm(t0, "acme"))
+	admit(t, first, adm(t0, "acme", func(a *Admission) { a.Budgeted, a.Budget, a.Hold = true, 100, 1 }))
 	released := false
 	// The holder closes as the wait is announced, so the wait that
 	// follows ends at once; no sleep decides the order.
@@ -161,7 +161,7 @@ func TestSQLiteWaitsForTheLockHolder(t *testing.T) {
 		t.Fatal("the held file was opened without announcing a wait")
 	}
 	if n := second.(*local).led.(*sqlLedger).count; n != 1 {
-		t.Fatalf("%d attempt records, want the holder's 1", n)
+		t.Fatalf("%d live holds, want the holder's 1", n)
 	}
 }
 

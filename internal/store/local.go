@@ -9,18 +9,13 @@ import (
 	"switchboard/internal/limit"
 )
 
-// record is one attempt of the ledger.
+// record is one live hold: a budgeted attempt admitted and not yet ended.
 type record struct {
-	ID, Tenant, Provider, Model string
-	Created                     time.Time
-	Minute                      int64
-	EstTokens                   int64
-	Budgeted                    bool
-	WindowSecs, WindowStart     int64
-	Held, Cost                  int64
-	State                       string
-	Tokens                      *Tokens
-	Expires                     int64 // Unix s after which it may be reclaimed
+	ID, Tenant              string
+	Created                 time.Time
+	WindowSecs, WindowStart int64
+	Held                    int64
+	Expires                 int64 // Unix s after which it may be reclaimed
 }
 
 // ledger is the durable part of a local store. Its transactions are only
@@ -33,19 +28,25 @@ type ledger interface {
 // ledgerTx reads and writes in one transaction; writes become visible (and
 // durable) at commit, and vanish at rollback.
 type ledgerTx interface {
-	// reclaim deletes up to n records expired at now, and stale counters.
+	// reclaim deletes up to n live holds expired at now, expired guard
+	// entries, and stale counters.
 	reclaim(now int64, n int) error
+	// retained is the number of live holds.
 	retained() int
 	// daily sums the tenant's minutes > from.
 	daily(tenant string, from int64) (requests, tokens, oldest int64, err error)
 	window(tenant string, secs, start int64) (reserved, settled int64, err error)
+	// insert adds a live hold.
 	insert(r *record) error
+	// live reports whether id has a live hold; with end, it ends it.
+	live(id string, end bool) (bool, error)
+	// guard reports whether id ended (a final settlement without a live
+	// hold) less than GuardTTL before now; with add, it remembers id as
+	// ended now (unless it was already).
+	guard(id string, now int64, add bool) (seen bool, err error)
 	// addUsage adds to a minute, creating it unless it is older than floor.
 	addUsage(tenant string, minute, requests, tokens, floor int64) error
 	addSpend(tenant string, secs, start, reserved, settled int64) error
-	// update rewrites an attempt's outcome and, when expires > 0, its
-	// expiry; a missing record is no error.
-	update(s *Settlement, expires int64) error
 	commit() error
 	rollback()
 }
@@ -78,6 +79,9 @@ type op struct {
 	// taken: the admission's bucket debits are applied (refunded if its
 	// transaction does not commit).
 	taken bool
+	// stale: the settlement found its attempt already ended (a repeat):
+	// it changed nothing, and its bucket corrections are not applied.
+	stale bool
 	err   error
 	done  chan struct{}
 	// then, when set, is called with the outcome instead of done being
@@ -155,7 +159,7 @@ func (s *local) apply(ops []*op) {
 		return
 	}
 	for _, o := range ops {
-		o.d, o.err = nil, nil
+		o.d, o.err, o.stale = nil, nil, false
 		if err := s.applyTx([]*op{o}); err != nil {
 			o.err = err
 		}
@@ -200,7 +204,7 @@ func (s *local) applyTx(ops []*op) (err error) {
 		case o.a != nil:
 			err = s.admitTx(tx, o)
 		case o.st != nil:
-			err = settleTx(tx, o.st)
+			o.stale, err = settleTx(tx, o.st)
 		default:
 			o.rep, err = usageTx(tx, *o.q)
 		}
@@ -212,7 +216,7 @@ func (s *local) applyTx(ops []*op) (err error) {
 		return err
 	}
 	for _, o := range ops {
-		if o.st != nil {
+		if o.st != nil && !o.stale {
 			for _, d := range o.st.Adjust {
 				s.buckets.Adjust(o.st.Now, d, d.Cost)
 			}
@@ -266,7 +270,7 @@ func decide(tx ledgerTx, a *Admission, d *Decision) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	if a.DailyLimit >= 0 && reqs+1 > a.DailyLimit {
+	if !a.NoCount && a.DailyLimit >= 0 && reqs+1 > a.DailyLimit {
 		d.Refused = RefusedDaily
 		d.Daily = limit.Snapshot{Limit: a.DailyLimit, Remaining: 0}
 		d.Wait = 86400 * time.Second
@@ -276,8 +280,11 @@ func decide(tx ledgerTx, a *Admission, d *Decision) (bool, error) {
 		d.Daily.Reset, d.Daily.Wait = d.Wait, d.Wait
 		return false, nil
 	}
-	d.Recorded = tx.retained() < a.MaxRetained
-	if !d.Recorded && a.Budgeted {
+	// Only a budgeted attempt holds money that must be settled exactly
+	// once, so only it takes a live hold; when they are all taken it is
+	// refused (fail closed), never admitted without one.
+	d.Recorded = a.Budgeted
+	if a.Budgeted && tx.retained() >= a.MaxRetained {
 		d.Refused = RefusedFull
 		return false, nil
 	}
@@ -298,31 +305,35 @@ func decide(tx ledgerTx, a *Admission, d *Decision) (bool, error) {
 			return false, nil
 		}
 	}
-	now := a.Now.Unix()
-	exp := now + int64(Retention/time.Second)
-	if a.Budgeted {
-		exp = max(exp, d.WindowStart+a.WindowSecs+int64(Retention/time.Second))
-	}
 	if d.Recorded {
-		err = tx.insert(&record{ID: a.ID, Tenant: a.Tenant, Provider: a.Provider, Model: a.Model, Created: a.Now,
-			Minute: d.Minute, EstTokens: a.EstTokens, Budgeted: a.Budgeted, WindowSecs: a.WindowSecs,
-			WindowStart: d.WindowStart, Held: hold, State: StateOpen, Expires: exp})
+		exp := max(a.Now.Unix(), d.WindowStart+a.WindowSecs) + int64(Retention/time.Second)
+		err = tx.insert(&record{ID: a.ID, Tenant: a.Tenant, Created: a.Now, WindowSecs: a.WindowSecs,
+			WindowStart: d.WindowStart, Held: hold, Expires: exp})
 		if err != nil {
 			return false, err
 		}
 	}
-	if err := tx.addUsage(a.Tenant, d.Minute, 1, a.EstTokens, d.Minute-DailyMinutes); err != nil {
-		return false, err
+	counted := int64(1)
+	if a.NoCount {
+		counted = 0
+	}
+	if counted != 0 || a.EstTokens != 0 {
+		if err := tx.addUsage(a.Tenant, d.Minute, counted, a.EstTokens, d.Minute-DailyMinutes); err != nil {
+			return false, err
+		}
 	}
 	if err := tx.addSpend(a.Tenant, a.WindowSecs, d.WindowStart, hold, 0); err != nil {
 		return false, err
 	}
-	if reqs == 0 {
+	reqs += counted
+	if reqs > 0 && oldest == 0 {
 		oldest = d.Minute
 	}
 	d.Held, d.Spent = hold, spent+hold
-	d.Daily = limit.Snapshot{Limit: a.DailyLimit, Remaining: max(a.DailyLimit-reqs-1, 0),
-		Reset: DailyExpiry(oldest).Sub(a.Now)}
+	d.Daily = limit.Snapshot{Limit: a.DailyLimit, Remaining: max(a.DailyLimit-reqs, 0)}
+	if reqs > 0 {
+		d.Daily.Reset = DailyExpiry(oldest).Sub(a.Now)
+	}
 	if a.DailyLimit < 0 {
 		d.Daily = limit.Snapshot{Limit: limit.Unlimited, Remaining: 0}
 	}
@@ -330,23 +341,32 @@ func decide(tx ledgerTx, a *Admission, d *Decision) (bool, error) {
 }
 
 // settleTx writes one settlement inside tx (its bucket corrections follow
-// the commit).
-func settleTx(tx ledgerTx, st *Settlement) error {
+// the commit). stale: the attempt had already ended, and nothing was
+// written. Ending the live hold (or noting the id in the guard) and
+// applying the amounts are one transaction, so a settlement applies once.
+func settleTx(tx ledgerTx, st *Settlement) (stale bool, err error) {
+	var ok bool
+	if st.Recorded {
+		ok, err = tx.live(st.ID, st.Final)
+	} else {
+		var seen bool
+		seen, err = tx.guard(st.ID, st.Now.Unix(), st.Final)
+		ok = !seen
+	}
+	if err != nil || !ok {
+		return !ok, err
+	}
 	if st.ReservedDelta != 0 || st.SettledDelta != 0 {
 		if err := tx.addSpend(st.Tenant, st.WindowSecs, st.WindowStart, st.ReservedDelta, st.SettledDelta); err != nil {
-			return err
+			return false, err
 		}
 	}
-	if st.TokenDelta != 0 {
-		if err := tx.addUsage(st.Tenant, st.Minute, 0, st.TokenDelta, Minute(st.Now)-DailyMinutes); err != nil {
-			return err
+	if st.TokenDelta != 0 || st.RequestDelta != 0 {
+		if err := tx.addUsage(st.Tenant, st.Minute, st.RequestDelta, st.TokenDelta, Minute(st.Now)-DailyMinutes); err != nil {
+			return false, err
 		}
 	}
-	exp := int64(0)
-	if st.Final {
-		exp = st.Now.Unix() + int64(Retention/time.Second)
-	}
-	return tx.update(st, exp)
+	return false, nil
 }
 
 // Penalize implements Store.
@@ -384,6 +404,21 @@ func usageTx(tx ledgerTx, q UsageQuery) (*UsageReport, error) {
 		return nil, err
 	}
 	return r, nil
+}
+
+// LiveHolds implements HoldCounter.
+func (s *local) LiveHolds(context.Context) (int64, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return 0, errClosed
+	}
+	tx, err := s.led.begin(context.Background())
+	if err != nil {
+		return 0, err
+	}
+	defer tx.rollback()
+	return int64(tx.retained()), nil
 }
 
 // Close implements Store. Operations already queued are applied first.

@@ -3,6 +3,7 @@ package store
 import (
 	"container/heap"
 	"context"
+	"time"
 )
 
 // NewMemory returns a Store that keeps everything in the process: state
@@ -27,13 +28,14 @@ func newCounters() counters {
 
 type memLedger struct {
 	counters
-	records map[string]*record
+	records map[string]*expiryItem
 	expiry  expiryHeap
 	sweeps  int
+	ids     *guardRing
 }
 
 func newMemLedger() *memLedger {
-	return &memLedger{counters: newCounters(), records: map[string]*record{}}
+	return &memLedger{counters: newCounters(), records: map[string]*expiryItem{}, ids: newGuardRing(MaxGuard)}
 }
 
 func (m *memLedger) begin(context.Context) (ledgerTx, error) { return m, nil }
@@ -45,11 +47,9 @@ func (m *memLedger) commit() error { return nil }
 func (m *memLedger) rollback()     {}
 
 func (m *memLedger) reclaim(now int64, n int) error {
-	for i := 0; i < n && len(m.expiry) > 0 && m.expiry[0].at <= now; i++ {
-		e := heap.Pop(&m.expiry).(expiryItem)
-		if r, ok := m.records[e.id]; ok && r.Expires == e.at {
-			delete(m.records, e.id)
-		}
+	for i := 0; i < n && len(m.expiry) > 0 && m.expiry[0].r.Expires <= now; i++ {
+		e := heap.Pop(&m.expiry).(*expiryItem)
+		delete(m.records, e.r.ID)
 	}
 	// Windows long over are dropped now and then.
 	if m.sweeps++; m.sweeps%4096 == 0 {
@@ -93,8 +93,9 @@ func (m *counters) window(tenant string, secs, start int64) (int64, int64, error
 }
 
 func (m *memLedger) insert(r *record) error {
-	m.records[r.ID] = r
-	heap.Push(&m.expiry, expiryItem{r.Expires, r.ID})
+	e := &expiryItem{r: r}
+	m.records[r.ID] = e
+	heap.Push(&m.expiry, e)
 	return nil
 }
 
@@ -112,7 +113,7 @@ func (m *counters) addUsage(tenant string, minute, reqs, toks, floor int64) erro
 		c = &[2]int64{}
 		t[minute] = c
 	}
-	c[0] += reqs
+	c[0] = max(c[0]+reqs, 0)
 	c[1] = max(c[1]+toks, 0)
 	return nil
 }
@@ -129,37 +130,84 @@ func (m *counters) addSpend(tenant string, secs, start, reserved, settled int64)
 	return nil
 }
 
-func (m *memLedger) update(s *Settlement, expires int64) error {
-	r, ok := m.records[s.ID]
-	if !ok {
-		return nil
+func (m *memLedger) live(id string, end bool) (bool, error) {
+	e, ok := m.records[id]
+	if ok && end {
+		delete(m.records, id)
+		heap.Remove(&m.expiry, e.i)
 	}
-	r.State, r.Held, r.Cost = s.State, s.Held, s.Cost
-	if s.Tokens != nil {
-		t := *s.Tokens
-		r.Tokens = &t
-	}
-	if expires > 0 {
-		r.Expires = expires
-		heap.Push(&m.expiry, expiryItem{expires, r.ID})
-	}
-	return nil
+	return ok, nil
 }
 
+func (m *memLedger) guard(id string, now int64, add bool) (bool, error) {
+	return m.ids.seen(id, now, add), nil
+}
+
+// guardRing is the duplicate-settlement guard in memory: the ids of the
+// last cap final settlements without a live hold, each for GuardTTL.
+// The ring bounds it: the oldest id is forgotten when a new one comes.
+type guardRing struct {
+	until map[string]int64 // id → Unix s until which it is remembered
+	ring  []guardEntry     // grows to max, then wraps
+	max   int
+	next  int
+}
+
+type guardEntry struct {
+	id    string
+	until int64
+}
+
+func newGuardRing(n int) *guardRing {
+	return &guardRing{until: make(map[string]int64), max: n}
+}
+
+func (g *guardRing) seen(id string, now int64, add bool) bool {
+	if u, ok := g.until[id]; ok && u > now {
+		return true
+	}
+	if add {
+		u := now + int64(GuardTTL/time.Second)
+		if len(g.ring) < g.max {
+			g.ring = append(g.ring, guardEntry{id, u})
+		} else {
+			// The slot's id is forgotten unless it was remembered again
+			// since (a later slot holds it then).
+			if old := g.ring[g.next]; g.until[old.id] == old.until {
+				delete(g.until, old.id)
+			}
+			g.ring[g.next] = guardEntry{id, u}
+			g.next = (g.next + 1) % g.max
+		}
+		g.until[id] = u
+	}
+	return false
+}
+
+// expiryItem is a live hold in the expiry heap; i is its index there, so
+// that a hold ended by its settlement leaves the heap at once.
 type expiryItem struct {
-	at int64
-	id string
+	r *record
+	i int
 }
 
-type expiryHeap []expiryItem
+type expiryHeap []*expiryItem
 
 func (h expiryHeap) Len() int           { return len(h) }
-func (h expiryHeap) Less(i, j int) bool { return h[i].at < h[j].at }
-func (h expiryHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
-func (h *expiryHeap) Push(x any)        { *h = append(*h, x.(expiryItem)) }
+func (h expiryHeap) Less(i, j int) bool { return h[i].r.Expires < h[j].r.Expires }
+func (h expiryHeap) Swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].i, h[j].i = i, j
+}
+func (h *expiryHeap) Push(x any) {
+	e := x.(*expiryItem)
+	e.i = len(*h)
+	*h = append(*h, e)
+}
 func (h *expiryHeap) Pop() any {
 	old := *h
 	x := old[len(old)-1]
+	old[len(old)-1] = nil
 	*h = old[:len(old)-1]
 	return x
 }

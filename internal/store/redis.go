@@ -162,6 +162,11 @@ func OpenRedis(o RedisOptions) (*Redis, error) {
 		"command_timeout", o.CommandTimeout.String(), "connect_timeout", o.ConnectTimeout.String())
 	if err := r.c.Ping(ctx).Err(); err != nil {
 		r.failed(context.Background(), err)
+	} else {
+		// The index of the former per-attempt records: nothing reads it
+		// any more (a replica of an older version still running only
+		// gains room by its loss). Best effort.
+		_ = r.c.Unlink(ctx, legacyAttemptsKey).Err()
 	}
 	return r, nil
 }
@@ -270,7 +275,6 @@ func windowArg(r limit.Rate) int64 {
 	return micros(r.Window)
 }
 func penaltyKey(g string) string      { return KeyPrefix + "pen:" + g }
-func recordKey(id string) string      { return KeyPrefix + "a:" + id }
 func dailyKey(t string) string        { return KeyPrefix + "d:" + t }
 func dailyMinutesKey(t string) string { return KeyPrefix + "dm:" + t }
 func healthKey(p string) string       { return KeyPrefix + "h:" + p }
@@ -281,7 +285,16 @@ func windowPrefix(t string, secs int64) string {
 	return KeyPrefix + "w:" + t + ":" + strconv.FormatInt(secs, 10)
 }
 
-const attemptsKey = KeyPrefix + "attempts"
+// holdsKey is the live holds (a zset of attempt ids by expiry); guardKey
+// the ids of recently ended attempts that had none (by expiry). Before
+// live holds, every attempt had a record (a hash at "a:<id>", indexed in
+// "attempts"): legacyAttemptsKey is dropped at open, the hashes expire on
+// their own.
+const (
+	holdsKey          = KeyPrefix + "holds"
+	guardKey          = KeyPrefix + "settled"
+	legacyAttemptsKey = KeyPrefix + "attempts"
+)
 
 func i64(v int64) string { return strconv.FormatInt(v, 10) }
 
@@ -326,9 +339,8 @@ func (r *Redis) admit(ctx context.Context, a *Admission) (any, error) {
 	}
 	secs := windowSecs(a.WindowSecs)
 	n := len(a.Debits)
-	x := newArgs(scriptAdmit, 5+2*n, 10+3*n, 4)
-	x.str(attemptsKey)
-	x.str(recordKey(a.ID))
+	x := newArgs(scriptAdmit, 4+2*n, 12+3*n, 1)
+	x.str(holdsKey)
 	x.str(r.keys.dailyKey(a.Tenant))
 	x.str(r.keys.dailyMinutesKey(a.Tenant))
 	x.str(r.keys.windowPrefix(a.Tenant, secs))
@@ -341,11 +353,9 @@ func (r *Redis) admit(ctx context.Context, a *Admission) (any, error) {
 		}
 	}
 	x.str(a.ID)
-	x.str(a.Tenant)
-	x.str(a.Provider)
-	x.str(a.Model)
 	x.int(int64(n))
 	x.int(a.DailyLimit)
+	x.flag(!a.NoCount)
 	x.int(a.EstTokens)
 	x.int(secs)
 	x.flag(a.Budgeted)
@@ -462,8 +472,10 @@ func decodeDecision(v any, a *Admission) (*Decision, error) {
 		}
 		d.Daily = limit.Snapshot{Limit: limit.Unlimited}
 		if a.DailyLimit >= 0 {
-			d.Daily = limit.Snapshot{Limit: a.DailyLimit, Remaining: max(a.DailyLimit-reqs-1, 0),
-				Reset: DailyExpiry(oldest).Sub(now)}
+			d.Daily = limit.Snapshot{Limit: a.DailyLimit, Remaining: max(a.DailyLimit-reqs, 0)}
+			if reqs > 0 {
+				d.Daily.Reset = DailyExpiry(oldest).Sub(now)
+			}
 		}
 	case RefusedRate:
 		if len(refusal) != 5 || d.Index < 0 || d.Index >= len(a.Debits) {
@@ -521,44 +533,44 @@ func (r *Redis) SettleAsync(st *Settlement, done func(error)) {
 func (r *Redis) settleArgs(st *Settlement) *scriptArgs {
 	secs := windowSecs(st.WindowSecs)
 	n := len(st.Adjust)
-	x := newArgs(scriptSettle, 5+n, 16+3*n, 2)
-	x.str(attemptsKey)
-	x.str(recordKey(st.ID))
+	x := newArgs(scriptSettle, 5+n, 10+3*n, 1)
+	x.str(holdsKey)
+	x.str(guardKey)
 	x.str(r.keys.dailyKey(st.Tenant))
 	x.str(r.keys.dailyMinutesKey(st.Tenant))
 	x.str(r.keys.windowKey(st.Tenant, secs, st.WindowStart))
 	for _, d := range st.Adjust {
 		x.str(r.keys.rateKey(d))
 	}
-	tk := Tokens{}
-	if st.Tokens != nil {
-		tk = *st.Tokens
-	}
 	x.int(st.ReservedDelta)
 	x.int(st.SettledDelta)
 	x.int(st.Minute)
 	x.int(st.TokenDelta)
-	x.str(st.State)
-	x.flag(st.Tokens != nil)
-	x.int(tk.Input)
-	x.int(tk.Output)
-	x.int(tk.CacheRead)
-	x.int(tk.CacheWrite)
-	x.int(tk.Reasoning)
-	x.int(st.Held)
-	x.int(st.Cost)
+	x.flag(st.Recorded)
 	x.flag(st.Final)
-	x.int(int64(Retention / time.Second))
+	x.int(int64(GuardTTL / time.Second))
+	x.int(MaxGuard)
 	x.int(DailyMinutes)
 	x.int(st.WindowStart + secs + 2*86400)
 	x.str(st.ID)
 	x.int(int64(n))
+	x.int(st.RequestDelta)
 	for _, d := range st.Adjust {
 		x.int(d.Rate.Limit)
 		x.int(windowArg(d.Rate))
 		x.int(d.Cost)
 	}
 	return x
+}
+
+// LiveHolds implements HoldCounter: the fleet's live holds.
+func (r *Redis) LiveHolds(ctx context.Context) (int64, error) {
+	if r.down.Load() {
+		return 0, ErrUnavailable
+	}
+	cctx, cancel := r.cmdCtx(ctx)
+	defer cancel()
+	return r.c.ZCard(cctx, holdsKey).Result()
 }
 
 // Penalize implements Store: in process always (so the fallback honours

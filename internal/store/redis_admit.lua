@@ -1,41 +1,41 @@
 -- Admit: one attempt, decided and applied atomically (all or nothing).
 -- Order of checks as in local.go: rate buckets (each debit's penalty, then
--- its level), the rolling-day count, the attempt-record capacity, the
--- spend reservation. A refusal writes nothing but reclaimed records.
+-- its level), the rolling-day count, the live-hold capacity, the spend
+-- reservation. A refusal writes nothing but reclaimed holds.
 --
--- KEYS: 1 attempts zset (id by expiry), 2 record hash, 3 daily hash,
---       4 daily minutes zset, 5 window key prefix (the window start is
---       appended here: it comes from Redis TIME); then per debit its
---       bucket and penalty keys.
--- ARGV: 1 id, 2 tenant, 3 provider, 4 model, 5 debits, 6 daily limit
---       (-1 none), 7 estimated tokens, 8 window secs, 9 budgeted (0/1),
---       10 budget, 11 hold, 12 hold remaining (0/1), 13 max retained,
---       14 retention secs, 15 rolling-day minutes, 16 reclaim batch;
---       then per debit: limit (-1 unlimited), window us, cost, grouped.
+-- KEYS: 1 live holds zset (id by expiry), 2 daily hash, 3 daily minutes
+--       zset, 4 window key prefix (the window start is appended here: it
+--       comes from Redis TIME); then per debit its bucket and penalty keys.
+-- ARGV: 1 id, 2 debits, 3 daily limit (-1 none), 4 count (0/1: one more
+--       request of the day), 5 estimated tokens, 6 window secs, 7
+--       budgeted (0/1), 8 budget, 9 hold, 10 hold remaining (0/1), 11 max
+--       live holds, 12 retention secs, 13 rolling-day minutes, 14 reclaim
+--       batch; then per debit: limit (-1 unlimited), window us, cost,
+--       grouped.
 -- Reply: {refused, index, wait_us, now_us, minute, window_start, held,
---         spent, recorded, day_requests, oldest_minute,
+--         spent, recorded, day_requests (after this one), oldest_minute,
 --         {limit, remaining, reset_us, wait_us, penalized}, {{limit,
 --         remaining, reset_us} per debit}}
 local now, sec = clock()
-local n = tonumber(ARGV[5])
+local n = tonumber(ARGV[2])
 local minute = math.floor(sec / 60)
-local secs = tonumber(ARGV[8])
+local secs = tonumber(ARGV[6])
 local ws = windowStart(sec, secs)
-local dayMinutes = tonumber(ARGV[15])
+local dayMinutes = tonumber(ARGV[13])
 
 local function reply(code, index, wait, held, spent, recorded, reqs, oldest, refusal, snaps)
   return {code, index, wait, now, minute, ws, held, spent, recorded, reqs, oldest, refusal, snaps}
 end
 
-local gone = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', sec, 'LIMIT', 0, tonumber(ARGV[16]))
+local gone = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', sec, 'LIMIT', 0, tonumber(ARGV[14]))
 if #gone > 0 then redis.call('ZREM', KEYS[1], unpack(gone)) end
 
 -- Rate buckets: every one is checked before any is debited.
 local debits, penalties = {}, {}
 for i = 1, n do
-  local a = 16 + (i - 1) * 4
+  local a = 14 + (i - 1) * 4
   local d = {limit = tonumber(ARGV[a + 1]), window = tonumber(ARGV[a + 2]), cost = tonumber(ARGV[a + 3]),
-             bucket = KEYS[5 + (i - 1) * 2 + 1], penalty = KEYS[5 + (i - 1) * 2 + 2]}
+             bucket = KEYS[4 + (i - 1) * 2 + 1], penalty = KEYS[4 + (i - 1) * 2 + 2]}
   debits[i] = d
   if d.window < 0 then d.window, d.sliding = -d.window, true end
   if ARGV[a + 4] == '1' then
@@ -82,31 +82,32 @@ for i = 1, n do
 end
 
 -- The rolling day.
-local reqs, toks, oldest, curR, curK = daily(KEYS[3], KEYS[4], minute - dayMinutes, minute)
-local dailyLimit = tonumber(ARGV[6])
-if dailyLimit >= 0 and reqs + 1 > dailyLimit then
+local reqs, toks, oldest, curR, curK = daily(KEYS[2], KEYS[3], minute - dayMinutes, minute)
+local dailyLimit = tonumber(ARGV[3])
+local count = tonumber(ARGV[4])
+if count > 0 and dailyLimit >= 0 and reqs + 1 > dailyLimit then
   local wait = 86400 * 1000000
   if reqs > 0 then wait = math.max((oldest + dayMinutes) * 60 * 1000000 - now, 1000000) end
   return reply(2, 0, wait, 0, 0, 0, reqs, oldest, {}, {})
 end
 
--- Attempt records and the spend window.
-local budgeted = ARGV[9] == '1'
-local recorded = redis.call('ZCARD', KEYS[1]) < tonumber(ARGV[13])
-if not recorded and budgeted then
+-- The live holds and the spend window. Only a budgeted attempt takes a
+-- live hold; when they are all taken it is refused (fail closed).
+local budgeted = ARGV[7] == '1'
+if budgeted and redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[11]) then
   return reply(4, 0, 0, 0, 0, 0, reqs, oldest, {}, {})
 end
-local wkey = KEYS[5] .. ':' .. ws
+local wkey = KEYS[4] .. ':' .. ws
 local w = redis.call('HMGET', wkey, 'r', 's', 'x')
 local reserved, settled = num(w[1]), num(w[2])
 local spent = reserved + settled
-local hold = math.max(tonumber(ARGV[11]), 0)
+local hold = math.max(tonumber(ARGV[9]), 0)
 if budgeted then
-  local budget = tonumber(ARGV[10])
-  if ARGV[12] == '1' then hold = budget - spent end
+  local budget = tonumber(ARGV[8])
+  if ARGV[10] == '1' then hold = budget - spent end
   -- x marks a window whose liabilities overflowed the exact range: it
   -- stays refused, since what was lost cannot be released again.
-  if w[3] or budget == 0 or (ARGV[12] == '1' and hold <= 0) or hold > budget - spent then
+  if w[3] or budget == 0 or (ARGV[10] == '1' and hold <= 0) or hold > budget - spent then
     local wait = math.max((ws + secs) * 1000000 - now, 1000000)
     return reply(3, 0, wait, 0, spent, 0, reqs, oldest, {}, {})
   end
@@ -126,27 +127,25 @@ for i, d in ipairs(debits) do
     snaps[i] = {-1, 0, 0}
   end
 end
-local retention = tonumber(ARGV[14])
-if recorded then
-  local exp = sec + retention
-  if budgeted then exp = math.max(exp, ws + secs + retention) end
-  redis.call('HSET', KEYS[2], 'tenant', ARGV[2], 'provider', ARGV[3], 'model', ARGV[4],
-    'created_us', I(now), 'minute', I(minute), 'est_tokens', ARGV[7], 'budgeted', ARGV[9],
-    'window_secs', ARGV[8], 'window_start', I(ws), 'held', I(hold), 'cost', '0', 'state', 'open')
-  redis.call('EXPIREAT', KEYS[2], I(exp))
-  redis.call('ZADD', KEYS[1], I(exp), ARGV[1])
+if budgeted then
+  -- The live hold is the zset entry alone: its settlement removes it
+  -- (and applies only if it did), so it needs no record of amounts.
+  redis.call('ZADD', KEYS[1], I(math.max(sec, ws + secs) + tonumber(ARGV[12])), ARGV[1])
 end
 -- Day counters: one HSET for the minute and the totals; the minute's
 -- index entry and the keys' expiry only when the minute is new.
-local est = math.max(tonumber(ARGV[7]), 0)
-redis.call('HSET', KEYS[3], 'r' .. minute, I(num(curR) + 1), 'k' .. minute, I(num(curK) + est),
-  'R', I(reqs + 1), 'K', I(toks + est))
-if not curR then
-  redis.call('ZADD', KEYS[4], minute, minute)
-  local dayEnd = (minute + dayMinutes) * 60 + 60
-  redis.call('EXPIREAT', KEYS[3], I(dayEnd))
-  redis.call('EXPIREAT', KEYS[4], I(dayEnd))
+local est = math.max(tonumber(ARGV[5]), 0)
+if count > 0 or est > 0 then
+  redis.call('HSET', KEYS[2], 'r' .. minute, I(num(curR) + count), 'k' .. minute, I(num(curK) + est),
+    'R', I(reqs + count), 'K', I(toks + est))
+  if not curR then
+    redis.call('ZADD', KEYS[3], minute, minute)
+    local dayEnd = (minute + dayMinutes) * 60 + 60
+    redis.call('EXPIREAT', KEYS[2], I(dayEnd))
+    redis.call('EXPIREAT', KEYS[3], I(dayEnd))
+  end
 end
+reqs = reqs + count
 if hold > 0 then
   local r = reserved + hold
   if r > MAXI then
@@ -157,5 +156,5 @@ if hold > 0 then
   -- A window's expiry is fixed by its start: set once, when it appears.
   if not w[1] and not w[2] then redis.call('EXPIREAT', wkey, I(ws + secs + 2 * 86400)) end
 end
-if reqs == 0 then oldest = minute end
-return reply(0, 0, 0, hold, spent + hold, recorded and 1 or 0, reqs, oldest, {}, snaps)
+if reqs > 0 and oldest == 0 then oldest = minute end
+return reply(0, 0, 0, hold, spent + hold, budgeted and 1 or 0, reqs, oldest, {}, snaps)

@@ -1,15 +1,40 @@
--- Settle: an attempt's partial or final outcome, applied atomically.
+-- Settle: an attempt's partial or final outcome, applied atomically and
+-- at most once: an attempt with a live hold applies only while the hold
+-- is there (a final settlement removes it); one without applies only if
+-- its id is not in the guard of recently ended attempts (a final
+-- settlement adds it). A repeat changes nothing and returns 0.
 --
--- KEYS: 1 attempts zset, 2 record hash, 3 daily hash, 4 daily minutes
---       zset, 5 window key (its start was chosen at admission); then one
---       bucket key per adjustment.
+-- KEYS: 1 live holds zset, 2 guard zset (id by expiry), 3 daily hash,
+--       4 daily minutes zset, 5 window key (its start was chosen at
+--       admission); then one bucket key per adjustment.
 -- ARGV: 1 reserved delta, 2 settled delta, 3 minute, 4 token delta,
---       5 state, 6 tokens given (0/1), 7..11 input, output, cache read,
---       cache write, reasoning, 12 held, 13 cost, 14 final (0/1),
---       15 retention secs, 16 rolling-day minutes, 17 window expiry
---       (Unix s), 18 id, 19 adjustments; then per adjustment: limit,
+--       5 recorded (0/1), 6 final (0/1), 7 guard ttl secs, 8 guard max
+--       ids, 9 rolling-day minutes, 10 window expiry (Unix s), 11 id,
+--       12 adjustments, 13 request delta; then per adjustment: limit,
 --       window us, delta.
 local now, sec = clock()
+
+local id = ARGV[11]
+local final = ARGV[6] == '1'
+if ARGV[5] == '1' then
+  if final then
+    if redis.call('ZREM', KEYS[1], id) == 0 then return 0 end
+  elseif not redis.call('ZSCORE', KEYS[1], id) then
+    return 0
+  end
+else
+  local seenUntil = redis.call('ZSCORE', KEYS[2], id)
+  if seenUntil and tonumber(seenUntil) > sec then return 0 end
+  if final then
+    redis.call('ZADD', KEYS[2], I(sec + tonumber(ARGV[7])), id)
+    -- Bounded: expired ids go (a few at a time), and past the maximum
+    -- the oldest.
+    local old = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', sec, 'LIMIT', 0, 16)
+    if #old > 0 then redis.call('ZREM', KEYS[2], unpack(old)) end
+    local over = redis.call('ZCARD', KEYS[2]) - tonumber(ARGV[8])
+    if over > 0 then redis.call('ZPOPMIN', KEYS[2], over) end
+  end
+end
 
 local rd, sd = tonumber(ARGV[1]), tonumber(ARGV[2])
 if rd ~= 0 or sd ~= 0 then
@@ -22,45 +47,39 @@ if rd ~= 0 or sd ~= 0 then
     redis.call('HSET', KEYS[5], 'x', '1')
   end
   redis.call('HSET', KEYS[5], 'r', I(r), 's', I(s))
-  redis.call('EXPIREAT', KEYS[5], ARGV[17])
+  redis.call('EXPIREAT', KEYS[5], ARGV[10])
 end
 
-local td, minute, dayMinutes = tonumber(ARGV[4]), tonumber(ARGV[3]), tonumber(ARGV[16])
+local td, minute, dayMinutes = tonumber(ARGV[4]), tonumber(ARGV[3]), tonumber(ARGV[9])
+local rq = tonumber(ARGV[13])
 local current = math.floor(sec / 60)
-if td ~= 0 and minute > current - dayMinutes then
-  local field = 'k' .. minute
-  local before = num(redis.call('HGET', KEYS[3], field))
-  local after = math.max(before + td, 0)
-  redis.call('HSET', KEYS[3], field, I(after))
-  redis.call('HINCRBY', KEYS[3], 'K', I(after - before))
+if (td ~= 0 or rq ~= 0) and minute > current - dayMinutes then
+  -- Each counter of the minute moves by its delta, never below 0, and
+  -- the day's total (K, R) by what the minute's moved.
+  for _, c in ipairs({{'k', 'K', td}, {'r', 'R', rq}}) do
+    if c[3] ~= 0 then
+      local field = c[1] .. minute
+      local before = num(redis.call('HGET', KEYS[3], field))
+      local after = math.max(before + c[3], 0)
+      redis.call('HSET', KEYS[3], field, I(after))
+      redis.call('HINCRBY', KEYS[3], c[2], I(after - before))
+    end
+  end
   redis.call('ZADD', KEYS[4], minute, minute)
   local dayEnd = (current + dayMinutes) * 60 + 60
   redis.call('EXPIREAT', KEYS[3], I(dayEnd))
   redis.call('EXPIREAT', KEYS[4], I(dayEnd))
 end
 
-if redis.call('EXISTS', KEYS[2]) == 1 then
-  redis.call('HSET', KEYS[2], 'state', ARGV[5], 'held', ARGV[12], 'cost', ARGV[13])
-  if ARGV[6] == '1' then
-    redis.call('HSET', KEYS[2], 'input_tokens', ARGV[7], 'output_tokens', ARGV[8],
-      'cache_read_tokens', ARGV[9], 'cache_write_tokens', ARGV[10], 'reasoning_tokens', ARGV[11])
-  end
-  if ARGV[14] == '1' then
-    local exp = sec + tonumber(ARGV[15])
-    redis.call('EXPIREAT', KEYS[2], I(exp))
-    redis.call('ZADD', KEYS[1], I(exp), ARGV[18])
-  end
-end
-
-for i = 1, tonumber(ARGV[19]) do
-  local a = 19 + (i - 1) * 3
+for i = 1, tonumber(ARGV[12]) do
+  local a = 13 + (i - 1) * 3
   local limit, window, delta = tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3])
   if limit > 0 and delta ~= 0 and window < 0 then
     -- A sliding window: usage above the estimate counts from now; below
     -- it, the excess is taken back from the newest admissions.
     if delta > 0 then
       slideUsed(KEYS[5 + i], -window, now, true)
-      slideAdd(KEYS[5 + i], 's' .. ARGV[18], math.min(delta, limit), -window, now)
+      slideAdd(KEYS[5 + i], 's' .. id, math.min(delta, limit), -window, now)
     else
       slideRefund(KEYS[5 + i], -delta)
     end

@@ -87,8 +87,8 @@ func TestRedisAdmitSettleUsage(t *testing.T) {
 	}
 	err = s.Settle(ctx, &Settlement{Now: now, ID: a.ID, Tenant: "acme", Minute: d.Minute, WindowSecs: 3600,
 		WindowStart: d.WindowStart, ReservedDelta: -400_000, SettledDelta: 123_456, TokenDelta: -60,
-		Adjust: []limit.Debit{{Key: "p:x:tpm", Group: "p:x", Rate: perHour(1000), Cost: -60}},
-		State:  StateSettled, Tokens: &Tokens{Input: 30, Output: 10}, Cost: 123_456, Final: true})
+		Adjust:   []limit.Debit{{Key: "p:x:tpm", Group: "p:x", Rate: perHour(1000), Cost: -60}},
+		Recorded: true, Final: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,10 +100,22 @@ func TestRedisAdmitSettleUsage(t *testing.T) {
 	if err != nil || snaps[0].Remaining != 960 {
 		t.Fatalf("peek %+v %v", snaps, err)
 	}
-	rec := rawClient(t, srv).HGetAll(ctx, recordKey(a.ID)).Val()
-	if rec["state"] != StateSettled || rec["cost"] != "123456" || rec["output_tokens"] != "10" || rec["tenant"] != "acme" {
-		t.Fatalf("record %v", rec)
+	// Settled money needs no record: the live hold is gone, nothing else
+	// of the attempt is kept.
+	raw := rawClient(t, srv)
+	if n := raw.ZCard(ctx, holdsKey).Val(); n != 0 {
+		t.Fatalf("%d live holds after the settlement", n)
 	}
+	if keys := raw.Keys(ctx, KeyPrefix+"a:*").Val(); len(keys) != 0 {
+		t.Fatalf("attempt records kept: %v", keys)
+	}
+}
+
+// A settlement applies at most once in Redis too (one script checks and
+// applies).
+func TestRedisSettlementAppliesOnce(t *testing.T) {
+	s, _ := openRedis(t, redistest.Start(t))
+	settlesOnce(t, s)
 }
 
 // Concurrent decisions on several clients admit exactly the limit, and a
@@ -224,7 +236,12 @@ func TestRedisDailyPenaltyAndFull(t *testing.T) {
 	if !snaps[0].Penalized || snaps[0].Remaining != 0 {
 		t.Fatalf("peek %+v", snaps)
 	}
-	// Full ledger: budgeted refused, unbudgeted admitted without a record.
+	// Live holds full: budgeted refused, unbudgeted admitted (it takes
+	// no live hold).
+	d = admit(t, s, adm(now, "f", func(a *Admission) { a.MaxRetained = 1; a.Budgeted, a.Budget, a.Hold = true, 10, 1 }))
+	if d.Refused != Admitted || !d.Recorded {
+		t.Fatalf("first budgeted %+v", d)
+	}
 	d = admit(t, s, adm(now, "f", func(a *Admission) { a.MaxRetained = 1; a.Budgeted, a.Budget, a.Hold = true, 10, 1 }))
 	if d.Refused != RefusedFull {
 		t.Fatalf("full %+v", d)
@@ -244,12 +261,12 @@ func TestRedisOverflowFreezesWindow(t *testing.T) {
 		t.Fatalf("%+v", d)
 	}
 	if err := s.Settle(ctx, &Settlement{ID: "x", Tenant: "o", WindowSecs: 3600, WindowStart: d.WindowStart,
-		SettledDelta: 1<<53 + 10, State: StateSettled}); err != nil {
+		SettledDelta: 1<<53 + 10}); err != nil {
 		t.Fatal(err)
 	}
 	// Releasing everything cannot reopen it.
 	_ = s.Settle(ctx, &Settlement{ID: "y", Tenant: "o", WindowSecs: 3600, WindowStart: d.WindowStart,
-		ReservedDelta: -10, SettledDelta: -(1 << 53), State: StateSettled})
+		ReservedDelta: -10, SettledDelta: -(1 << 53)})
 	d = admit(t, s, adm(time.Now(), "o", func(a *Admission) { a.Budgeted, a.Budget, a.Hold = true, 1<<53, 1 }))
 	if d.Refused != RefusedBudget {
 		t.Fatalf("frozen window admitted: %+v", d)
@@ -295,7 +312,7 @@ func TestRedisFailOpenForRatesClosedForSpend(t *testing.T) {
 		}
 		if i == 0 {
 			if err := s.Settle(ctx, &Settlement{ID: a.ID, Tenant: "k", Minute: d.Minute, WindowSecs: 3600,
-				WindowStart: d.WindowStart, TokenDelta: -5, State: StateSettled, Final: true}); err != nil {
+				WindowStart: d.WindowStart, TokenDelta: -5, Final: true}); err != nil {
 				t.Fatalf("settling a fallback attempt: %v", err)
 			}
 		}
@@ -304,7 +321,7 @@ func TestRedisFailOpenForRatesClosedForSpend(t *testing.T) {
 		t.Fatal("budgeted admission without redis succeeded")
 	}
 	if err := s.Settle(ctx, &Settlement{ID: first.ID, Tenant: "k", WindowSecs: 3600, WindowStart: d1.WindowStart,
-		ReservedDelta: -10, State: StateFailed, Final: true}); err == nil {
+		ReservedDelta: -10, Recorded: true, Final: true}); err == nil {
 		t.Fatal("settlement without redis reported success")
 	}
 	if _, err := s.Usage(ctx, UsageQuery{Tenant: "k", WindowSecs: 3600}); err == nil {
@@ -364,7 +381,7 @@ func TestRedisURLError(t *testing.T) {
 
 // A caller that leaves while its decision is still queued drops it, and a
 // dropped decision is never sent: whatever the race between leaving and
-// the pipeline, an attempt record exists exactly for the admissions that
+// the pipeline, a live hold exists exactly for the admissions that
 // returned a decision.
 func TestRedisLeftCallsAreDroppedUnsent(t *testing.T) {
 	srv := redistest.Start(t)
@@ -376,12 +393,12 @@ func TestRedisLeftCallsAreDroppedUnsent(t *testing.T) {
 	for range 200 {
 		a := adm(time.Now(), "t", func(a *Admission) { a.Budgeted, a.Budget, a.Hold = true, 1<<40, 1 })
 		d, err := s.Admit(gone, a)
-		exists := raw.Exists(ctx, recordKey(a.ID)).Val() == 1
+		exists := raw.ZScore(ctx, holdsKey, a.ID).Err() == nil
 		switch {
 		case err == nil && d.Refused == Admitted:
 			decided++
 			if !exists {
-				t.Fatalf("admitted %s without a record", a.ID)
+				t.Fatalf("admitted %s without a live hold", a.ID)
 			}
 		case err != nil:
 			dropped++

@@ -16,30 +16,24 @@ import (
 	sqlite3 "modernc.org/sqlite/lib"
 )
 
-// schema is applied at open; every statement is idempotent.
+// schema is applied at open; every statement is idempotent. A file
+// written before schema 2 is migrated by migrate.
 const schema = `
-CREATE TABLE IF NOT EXISTS attempts (
+CREATE TABLE IF NOT EXISTS holds (
 	id           TEXT PRIMARY KEY,
 	tenant       TEXT NOT NULL,
-	provider     TEXT NOT NULL,
-	model        TEXT NOT NULL,
-	created_ms   INTEGER NOT NULL,
-	minute       INTEGER NOT NULL,
-	est_tokens   INTEGER NOT NULL,
-	input_tokens INTEGER, output_tokens INTEGER, cache_read_tokens INTEGER,
-	cache_write_tokens INTEGER, reasoning_tokens INTEGER,
-	budgeted     INTEGER NOT NULL,
 	window_secs  INTEGER NOT NULL,
 	window_start INTEGER NOT NULL,
 	held_nano    INTEGER NOT NULL,
-	cost_nano    INTEGER NOT NULL DEFAULT 0,
-	state        TEXT NOT NULL,
+	created_ms   INTEGER NOT NULL,
 	expires_s    INTEGER NOT NULL
 );
-CREATE INDEX IF NOT EXISTS attempts_expiry ON attempts(expires_s);
--- No query reads attempts by tenant, and every index is one more page
--- written per commit: the one older files have is dropped.
-DROP INDEX IF EXISTS attempts_tenant;
+CREATE INDEX IF NOT EXISTS holds_expiry ON holds(expires_s);
+CREATE TABLE IF NOT EXISTS settled_ids (
+	id        TEXT PRIMARY KEY,
+	expires_s INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS settled_ids_expiry ON settled_ids(expires_s);
 CREATE TABLE IF NOT EXISTS usage_minutes (
 	tenant   TEXT NOT NULL,
 	minute   INTEGER NOT NULL,
@@ -57,7 +51,20 @@ CREATE TABLE IF NOT EXISTS spend_windows (
 	PRIMARY KEY (tenant, window_secs, window_start)
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS meta (k TEXT PRIMARY KEY, v TEXT NOT NULL);
-INSERT OR IGNORE INTO meta (k, v) VALUES ('schema', '1');
+INSERT OR IGNORE INTO meta (k, v) VALUES ('schema', '2');
+`
+
+// migrateAttempts moves a schema-1 file's ledger to schema 2. Schema 1
+// kept a record of every attempt (settled ones for 24 h); their money is
+// already in spend_windows, so only the holds still open and budgeted
+// carry over. Kept and unpriced attempts' holds stay in their windows'
+// reserved totals, as they always did.
+const migrateAttempts = `
+INSERT OR IGNORE INTO holds (id, tenant, window_secs, window_start, held_nano, created_ms, expires_s)
+	SELECT id, tenant, window_secs, window_start, held_nano, created_ms, expires_s FROM attempts
+	WHERE state = 'open' AND budgeted = 1;
+DROP TABLE attempts;
+UPDATE meta SET v = '2' WHERE k = 'schema';
 `
 
 // The ledger's statements, prepared once at open (parsing SQL dominated
@@ -65,8 +72,14 @@ INSERT OR IGNORE INTO meta (k, v) VALUES ('schema', '1');
 // keeps them in memory (see sqlLedger) and writes each changed one once
 // per transaction.
 const (
-	qReclaim      = `DELETE FROM attempts WHERE id IN (SELECT id FROM attempts WHERE expires_s <= ? LIMIT ?)`
-	qMinExpiry    = `SELECT MIN(expires_s) FROM attempts`
+	qReclaim   = `DELETE FROM holds WHERE id IN (SELECT id FROM holds WHERE expires_s <= ? LIMIT ?)`
+	qMinExpiry = `SELECT MIN(expires_s) FROM holds`
+	// The guard forgets expired ids, and the oldest past MaxGuard.
+	qGuardExpire  = `DELETE FROM settled_ids WHERE id IN (SELECT id FROM settled_ids WHERE expires_s <= ? LIMIT ?)`
+	qGuardTrim    = `DELETE FROM settled_ids WHERE id IN (SELECT id FROM settled_ids ORDER BY expires_s LIMIT ?)`
+	qGuardSeen    = `SELECT 1 FROM settled_ids WHERE id = ? AND expires_s > ?`
+	qGuardAdd     = `INSERT OR IGNORE INTO settled_ids (id, expires_s) VALUES (?, ?)`
+	qGuardRenew   = `UPDATE settled_ids SET expires_s = ? WHERE id = ?`
 	qPruneMinutes = `DELETE FROM usage_minutes WHERE (tenant, minute) IN
 		(SELECT tenant, minute FROM usage_minutes WHERE minute <= ? LIMIT ?)`
 	qPruneWindows = `DELETE FROM spend_windows WHERE (tenant, window_secs, window_start) IN
@@ -74,24 +87,20 @@ const (
 	qMinutes = `SELECT minute, requests, tokens FROM usage_minutes WHERE tenant = ? AND minute > ?`
 	qWindow  = `SELECT reserved_nano, settled_nano FROM spend_windows
 		WHERE tenant = ? AND window_secs = ? AND window_start = ?`
-	qInsert = `INSERT INTO attempts (id, tenant, provider, model, created_ms, minute, est_tokens, budgeted,
-		window_secs, window_start, held_nano, state, expires_s) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	qInsert = `INSERT INTO holds (id, tenant, window_secs, window_start, held_nano, created_ms, expires_s)
+		VALUES (?, ?, ?, ?, ?, ?, ?)`
+	qHoldEnd  = `DELETE FROM holds WHERE id = ?`
+	qHoldSeen = `SELECT 1 FROM holds WHERE id = ?`
 	qPutUsage = `INSERT INTO usage_minutes (tenant, minute, requests, tokens) VALUES (?, ?, ?, ?)
 		ON CONFLICT (tenant, minute) DO UPDATE SET requests = excluded.requests, tokens = excluded.tokens`
 	qPutSpend = `INSERT INTO spend_windows (tenant, window_secs, window_start, reserved_nano, settled_nano)
 		VALUES (?, ?, ?, ?, ?)
 		ON CONFLICT (tenant, window_secs, window_start) DO UPDATE SET
 		reserved_nano = excluded.reserved_nano, settled_nano = excluded.settled_nano`
-	qUpdate = `UPDATE attempts SET state = ?, held_nano = ?, cost_nano = ?,
-		input_tokens = COALESCE(?, input_tokens), output_tokens = COALESCE(?, output_tokens),
-		cache_read_tokens = COALESCE(?, cache_read_tokens), cache_write_tokens = COALESCE(?, cache_write_tokens),
-		reasoning_tokens = COALESCE(?, reasoning_tokens),
-		expires_s = CASE WHEN ? > 0 THEN ? ELSE expires_s END
-		WHERE id = ?`
 )
 
-var statements = []string{qReclaim, qMinExpiry, qPruneMinutes, qPruneWindows, qMinutes, qWindow, qInsert,
-	qPutUsage, qPutSpend, qUpdate}
+var statements = []string{qReclaim, qMinExpiry, qGuardExpire, qGuardTrim, qGuardSeen, qGuardAdd, qGuardRenew, qPruneMinutes,
+	qPruneWindows, qMinutes, qWindow, qInsert, qHoldEnd, qHoldSeen, qPutUsage, qPutSpend}
 
 // DSN is the connection string of a SQLite file: exclusive locking (the
 // process owns the file: it takes the lock once and keeps it, so WAL needs
@@ -152,7 +161,11 @@ func openSQLite(path string, wait time.Duration, waiting func()) (Store, error) 
 	}
 	l := &sqlLedger{db: db, stmts: map[string]*sql.Stmt{}}
 	l.forget()
-	if err := db.QueryRowContext(ctx, `SELECT COUNT(*) FROM attempts`).Scan(&l.count); err != nil {
+	if err := db.QueryRowContext(ctx, `SELECT COUNT(*) FROM holds`).Scan(&l.count); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("store: %w", err)
+	}
+	if err := db.QueryRowContext(ctx, `SELECT COUNT(*) FROM settled_ids`).Scan(&l.guarded); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("store: %w", err)
 	}
@@ -184,7 +197,30 @@ func openLocked(path string, busy time.Duration) (*sql.DB, error) {
 		db.Close()
 		return nil, fmt.Errorf("store: init %s: %w", path, err)
 	}
+	if err := migrate(db); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("store: migrate %s: %w", path, err)
+	}
 	return db, nil
+}
+
+// migrate brings a schema-1 file (an attempts table) to schema 2, in one
+// transaction.
+func migrate(db *sql.DB) error {
+	ctx := context.Background()
+	var n int
+	if err := db.QueryRowContext(ctx, `SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = 'attempts'`).Scan(&n); err != nil || n == 0 {
+		return err
+	}
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	if _, err := tx.ExecContext(ctx, migrateAttempts); err != nil {
+		_ = tx.Rollback()
+		return err
+	}
+	return tx.Commit()
 }
 
 // isBusy: err is SQLite's "the file is locked" (by another process: this
@@ -207,7 +243,10 @@ func isBusy(err error) bool {
 // is read again from the file.
 type sqlLedger struct {
 	db    *sql.DB
-	count int // attempt records; kept in step with commits
+	count int // live holds; kept in step with commits
+	// guarded is the guard's rows (settled_ids), kept in step with
+	// commits: it is trimmed to MaxGuard.
+	guarded int
 	// stmts are prepared once: parsing SQL dominated an admission.
 	stmts map[string]*sql.Stmt
 	// sweeps counts reclaims; counters are pruned on every 64th.
@@ -253,7 +292,9 @@ type sqlTx struct {
 	l     *sqlLedger
 	tx    *sql.Tx
 	ctx   context.Context
-	delta int
+	delta int // live holds added (removed: negative)
+	// guardDelta is the guard rows added (removed: negative).
+	guardDelta int
 	// wrote: the cache or the file changed, so a rollback must forget.
 	wrote bool
 	done  bool
@@ -334,6 +375,7 @@ func (t *sqlTx) commit() error {
 	clear(l.dirtyMin)
 	clear(l.dirtyWin)
 	l.count += t.delta
+	l.guarded += t.guardDelta
 	return nil
 }
 
@@ -361,6 +403,9 @@ func (t *sqlTx) reclaim(now int64, n int) error {
 			return err
 		}
 		l.cache.pruneWindows(now)
+	}
+	if err := t.trimGuard(now, n); err != nil {
+		return err
 	}
 	if l.minExpiry > now {
 		return nil
@@ -437,13 +482,7 @@ func (t *sqlTx) window(tenant string, secs, start int64) (reserved, settled int6
 }
 
 func (t *sqlTx) insert(r *record) error {
-	b := 0
-	if r.Budgeted {
-		b = 1
-	}
-	_, err := t.exec(qInsert,
-		r.ID, r.Tenant, r.Provider, r.Model, r.Created.UnixMilli(), r.Minute, r.EstTokens, b,
-		r.WindowSecs, r.WindowStart, r.Held, r.State, r.Expires)
+	_, err := t.exec(qInsert, r.ID, r.Tenant, r.WindowSecs, r.WindowStart, r.Held, r.Created.UnixMilli(), r.Expires)
 	if err == nil {
 		t.delta++
 		t.l.minExpiry = min(t.l.minExpiry, r.Expires)
@@ -474,16 +513,79 @@ func (t *sqlTx) addSpend(tenant string, secs, start, reserved, settled int64) er
 	return nil
 }
 
-func (t *sqlTx) update(s *Settlement, expires int64) error {
-	var in, out, cr, cw, rs sql.NullInt64
-	if tk := s.Tokens; tk != nil {
-		in, out, cr, cw, rs = nz(tk.Input), nz(tk.Output), nz(tk.CacheRead), nz(tk.CacheWrite), nz(tk.Reasoning)
+// live reports (and with end, ends) id's live hold.
+func (t *sqlTx) live(id string, end bool) (bool, error) {
+	if !end {
+		var one int
+		err := t.scanRow(qHoldSeen, []any{id}, &one)
+		if errors.Is(err, sql.ErrNoRows) {
+			return false, nil
+		}
+		return err == nil, err
 	}
-	_, err := t.exec(qUpdate, s.State, s.Held, s.Cost, in, out, cr, cw, rs, expires, expires, s.ID)
-	if err == nil && expires > 0 {
-		t.l.minExpiry = min(t.l.minExpiry, expires)
+	res, err := t.exec(qHoldEnd, id)
+	if err != nil {
+		return false, err
 	}
-	return err
+	k, err := res.RowsAffected()
+	if err != nil {
+		return false, err
+	}
+	t.delta -= int(k)
+	return k == 1, nil
 }
 
-func nz(v int64) sql.NullInt64 { return sql.NullInt64{Int64: v, Valid: true} }
+// guard reports whether id is remembered; with add it is remembered. A
+// new id (the usual case) costs the one INSERT.
+func (t *sqlTx) guard(id string, now int64, add bool) (bool, error) {
+	until := now + int64(GuardTTL/time.Second)
+	if add {
+		res, err := t.exec(qGuardAdd, id, until)
+		if err != nil {
+			return false, err
+		}
+		k, err := res.RowsAffected()
+		if err != nil {
+			return false, err
+		}
+		if k == 1 {
+			t.guardDelta++
+			return false, nil
+		}
+	}
+	var one int
+	err := t.scanRow(qGuardSeen, []any{id, now}, &one)
+	switch {
+	case err == nil:
+		return true, nil
+	case !errors.Is(err, sql.ErrNoRows):
+		return false, err
+	case add:
+		// Remembered once, expired since: remembered again.
+		_, err = t.exec(qGuardRenew, until, id)
+	}
+	return false, err
+}
+
+// trimGuard forgets up to n expired guard ids and, past MaxGuard, the
+// oldest.
+func (t *sqlTx) trimGuard(now int64, n int) error {
+	l := t.l
+	if l.guarded+t.guardDelta <= 0 {
+		return nil
+	}
+	res, err := t.exec(qGuardExpire, now, n)
+	if err != nil {
+		return err
+	}
+	k, _ := res.RowsAffected()
+	t.guardDelta -= int(k)
+	if over := l.guarded + t.guardDelta - MaxGuard; over > 0 {
+		if res, err = t.exec(qGuardTrim, over); err != nil {
+			return err
+		}
+		k, _ := res.RowsAffected()
+		t.guardDelta -= int(k)
+	}
+	return nil
+}

@@ -1,10 +1,20 @@
 // Package store keeps admission and spend state: token buckets, each
-// tenant's rolling daily counters, the spend of each budget window, and a
-// ledger of attempts (tenant, provider, model, estimated and actual tokens,
-// cost, time). It never holds prompt or response text.
+// tenant's rolling daily counters, the spend of each budget window
+// (reserved and settled totals), the live holds of budgeted attempts not
+// yet ended, and a short guard of recently ended ones. It never holds
+// prompt or response text.
+//
+// Money needs no record per attempt once it is settled: a settlement
+// folds the attempt into its window's totals and ends its live hold. A
+// live hold is what makes a settlement apply exactly once: ending it and
+// applying the money are one atomic step, so a settlement repeated (or
+// replayed after a crash) finds no hold and changes nothing. An attempt
+// admitted without a hold (unbudgeted) is remembered after its final
+// settlement in a bounded guard (GuardTTL, at most MaxGuard ids) for the
+// same purpose.
 //
 // Store is the contract. One decision (Admit) checks every rate bucket, the
-// daily count, the attempt-record capacity and the spend hold together and
+// daily count, the live-hold capacity and the spend hold together and
 // applies all of them or none. This package implements it twice over one
 // decision procedure: NewMemory keeps everything in the process;
 // OpenSQLite keeps the counters and the ledger in a SQLite file (so they
@@ -26,10 +36,17 @@ import (
 // count no sooner than 86400 s after it happened.
 const (
 	DailyMinutes = 1441
-	// Retention keeps settled attempt records for late settlement, and
-	// open budgeted ones past their window's end.
+	// Retention keeps a live hold whose attempt never ended (its process
+	// died) until 24 h after the later of its admission and its window's
+	// end; its money stays in the window regardless.
 	Retention = 24 * time.Hour
-	// reclaimBatch bounds the expired records deleted per admission.
+	// GuardTTL and MaxGuard bound the duplicate-settlement guard of
+	// attempts admitted without a live hold: an id is remembered for
+	// GuardTTL after its final settlement, and at most MaxGuard ids are
+	// (the oldest go first).
+	GuardTTL = 10 * time.Minute
+	MaxGuard = 1 << 16
+	// reclaimBatch bounds the expired holds deleted per admission.
 	reclaimBatch = 16
 )
 
@@ -42,9 +59,13 @@ type Admission struct {
 	// Debits are the rate buckets, in the order refusals are reported
 	// (RPM, then TPM).
 	Debits []limit.Debit
-	// DailyLimit caps the tenant's attempts in a rolling day;
+	// DailyLimit caps the tenant's requests in a rolling day;
 	// limit.Unlimited when none (the count is kept anyway).
 	DailyLimit int64
+	// NoCount: the attempt is not one more request of the tenant's day
+	// (its request was counted by an earlier attempt): the daily limit
+	// is not checked and the count not raised.
+	NoCount bool
 	// EstTokens is the TPM estimate, counted in the tenant's tokens today
 	// until settlement replaces it.
 	EstTokens int64
@@ -59,8 +80,9 @@ type Admission struct {
 	// remaining balance is reserved instead (unpriced under budget).
 	Hold          int64
 	HoldRemaining bool
-	// MaxRetained bounds the attempt records; when full a budgeted
-	// attempt is refused and an unbudgeted one admitted without a record.
+	// MaxRetained bounds the live holds (budgeted attempts admitted and
+	// not yet ended); when it is reached a budgeted attempt is refused.
+	// An unbudgeted attempt takes no live hold.
 	MaxRetained int
 }
 
@@ -73,7 +95,7 @@ const (
 	RefusedRate
 	RefusedDaily
 	RefusedBudget
-	// RefusedFull: the attempt records are at capacity (budgeted only).
+	// RefusedFull: the live holds are at capacity (budgeted only).
 	RefusedFull
 )
 
@@ -98,29 +120,19 @@ type Decision struct {
 	// Held is what was reserved; Spent is reserved + settled in the window
 	// after the admission.
 	Held, Spent int64
-	// Recorded is false when the attempt was admitted without a record.
+	// Recorded: the attempt took a live hold (it is budgeted).
 	Recorded bool
 }
 
-// Tokens are an attempt's actual usage, for its record.
-type Tokens struct {
-	Input, Output, CacheRead, CacheWrite, Reasoning int64
-}
-
-// Attempt states in the ledger.
-const (
-	StateOpen     = "open"     // admitted, outcome not known yet
-	StateSettled  = "settled"  // replaced by its final cost
-	StateFailed   = "failed"   // definite upstream error: released
-	StateKept     = "kept"     // outcome uncertain: the hold stays
-	StateUnpriced = "unpriced" // terminal, but the unpriced hold stays
-)
-
-// Settlement changes an admitted attempt. It carries everything needed, so
-// that it applies even when the record was reclaimed or never kept.
+// Settlement changes an admitted attempt: it carries the deltas to apply
+// (the store keeps no per-attempt amounts), and applies at most once per
+// attempt (see the package comment).
 type Settlement struct {
-	Now                     time.Time
-	ID, Tenant, Provider    string
+	Now    time.Time
+	ID     string
+	Tenant string
+	// Minute is where TokenDelta goes (the minute its estimate was
+	// counted in).
 	Minute                  int64
 	WindowSecs, WindowStart int64
 	// ReservedDelta is added to the window's reserved amount (negative to
@@ -128,14 +140,18 @@ type Settlement struct {
 	ReservedDelta, SettledDelta int64
 	// TokenDelta corrects the minute's tokens (actual - estimate).
 	TokenDelta int64
+	// RequestDelta corrects the minute's request count (-1: the request
+	// its admission counted was refused after all).
+	RequestDelta int64
 	// Adjust corrects rate buckets: each debit's Cost is a delta.
 	Adjust []limit.Debit
-	// State is the record's new state; Tokens its usage (nil: unchanged);
-	// Held and Cost its amounts.
-	State      string
-	Tokens     *Tokens
-	Held, Cost int64
-	// Final marks a terminal state: the record is kept Retention longer.
+	// Recorded is the admission's Decision.Recorded: the attempt has a
+	// live hold, which a Final settlement ends and without which no
+	// settlement of it applies.
+	Recorded bool
+	// Final ends the attempt: whatever it still holds stays in the window
+	// (ReservedDelta says what is released), and later settlements of it
+	// change nothing.
 	Final bool
 }
 
@@ -172,6 +188,12 @@ type Store interface {
 	// Usage reads a tenant's counters; it never reserves.
 	Usage(ctx context.Context, q UsageQuery) (*UsageReport, error)
 	Close() error
+}
+
+// HoldCounter is a Store that can say how many live holds it keeps (the
+// number spend.max_retained_attempts bounds), for a gauge.
+type HoldCounter interface {
+	LiveHolds(ctx context.Context) (int64, error)
 }
 
 // AsyncSettler is a Store that can take a settlement without its caller

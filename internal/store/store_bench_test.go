@@ -50,7 +50,7 @@ func BenchmarkAdmit(b *testing.B) {
 					}
 					if err := s.Settle(ctx, &Settlement{Now: now, ID: a.ID, Tenant: "a", Minute: d.Minute, WindowSecs: 86400,
 						WindowStart: d.WindowStart, ReservedDelta: -1000, SettledDelta: 500, TokenDelta: -100,
-						State: StateSettled, Final: true}); err != nil {
+						Recorded: true, Final: true}); err != nil {
 						b.Error(err)
 						return false
 					}

@@ -28,9 +28,16 @@ const (
 // Usage is what a provider reported, in one shape for every protocol.
 type Usage struct {
 	Input, Output, CacheRead, CacheWrite, Reasoning int64
-	// Known is true when the answer carried explicit usage counters.
-	Known bool
+	// HasInput and HasOutput are true when the answer carried the input
+	// (prompt) and output (completion) counters explicitly, zeros
+	// included; Known when it carried either.
+	HasInput, HasOutput bool
+	Known               bool
 }
+
+// Complete reports whether u has the counters a settlement needs: input
+// and output (input alone when the endpoint generates nothing).
+func (u Usage) Complete(noOutput bool) bool { return u.HasInput && (u.HasOutput || noOutput) }
 
 // Stream accumulates one streamed answer's measurements.
 type Stream struct {
@@ -43,12 +50,21 @@ type Stream struct {
 	Content, Thinking         int
 
 	Usage Usage
+	// Final is true when Usage arrived after the content ended (every
+	// choice seen had finished, every content block was closed) or in the
+	// protocol's terminal event, and no content came after it: only such
+	// usage may settle the stream. An early usage frame is partial.
+	Final bool
 	// serverSeconds is the provider's own generation time; serverTPS its
 	// own tokens/s. Either, when present, outranks arrival times.
 	serverSeconds float64
 	serverTPS     float64
 	// Clean is true once the protocol's terminal event was seen.
 	Clean bool
+	// choices are the chat choices seen: true while one generates (no
+	// finish_reason yet). blocks counts the Messages content blocks open.
+	choices map[int64]bool
+	blocks  int
 }
 
 // NewStream starts measuring; start is when the request was sent.
@@ -111,16 +127,19 @@ func (s *Stream) seeChat(data []byte, now time.Time) {
 	// to a string; nothing read outlives this call), in one pass over its
 	// keys and each choice's.
 	js := unsafe.String(unsafe.SliceData(data), len(data))
+	var usage gjson.Result
+	choices := false
 	gjson.Parse(js).ForEach(func(k, v gjson.Result) bool {
 		switch k.Str {
 		case "choices":
 			v.ForEach(func(_, c gjson.Result) bool {
+				choices = true
 				s.seeChoice(c, now)
 				return true
 			})
 		case "usage":
 			if v.IsObject() {
-				s.Usage = openAIUsage(v)
+				usage = v
 				if t := v.Get("tokens_per_second"); t.Float() > 0 {
 					s.serverTPS = t.Float()
 				}
@@ -132,8 +151,8 @@ func (s *Stream) seeChat(data []byte, now time.Time) {
 			// Groq puts its usage under x_groq in streams.
 			if u := v.Get("usage"); u.Get("completion_time").Float() > 0 {
 				s.serverSeconds = u.Get("completion_time").Float()
-				if !s.Usage.Known {
-					s.Usage = openAIUsage(u)
+				if !usage.Exists() && !s.Usage.Known {
+					usage = u
 				}
 			}
 		case "perf_metrics":
@@ -143,14 +162,41 @@ func (s *Stream) seeChat(data []byte, now time.Time) {
 		}
 		return true
 	})
+	switch {
+	case usage.Exists():
+		s.Usage = openAIUsage(usage)
+		s.Final = s.contentEnded()
+	case choices && !s.contentEnded():
+		s.Final = false // content again after the usage: it was not the last word
+	}
+}
+
+// contentEnded reports whether every chat choice seen has finished (and
+// at least one was seen).
+func (s *Stream) contentEnded() bool {
+	if len(s.choices) == 0 {
+		return false
+	}
+	for _, open := range s.choices {
+		if open {
+			return false
+		}
+	}
+	return true
 }
 
 // seeChoice counts one choice of a chunk: a token of content or of
 // reasoning, by the delta's (or the completion's) non-empty fields.
 func (s *Stream) seeChoice(c gjson.Result, now time.Time) {
 	think, content := false, false
+	var index int64
+	finished := false
 	c.ForEach(func(k, v gjson.Result) bool {
 		switch k.Str {
+		case "index":
+			index = v.Int()
+		case "finish_reason":
+			finished = v.Type != gjson.Null && v.Str != ""
 		case "text": // legacy completions
 			content = content || (s.proto == Completions && v.String() != "")
 		case "delta":
@@ -177,7 +223,18 @@ func (s *Stream) seeChoice(c gjson.Result, now time.Time) {
 	if content {
 		s.content(now)
 	}
+	if s.choices == nil {
+		s.choices = make(map[int64]bool, 1)
+	}
+	if len(s.choices) < maxChoices || s.choices[index] || !finished {
+		s.choices[index] = !finished
+	}
 }
+
+// maxChoices bounds the choices a stream remembers (n is at most 128): a
+// stream naming more indexes keeps them all open, so its usage stays
+// partial.
+const maxChoices = 1024
 
 // openAIUsage reads a usage object in one pass over its keys.
 func openAIUsage(u gjson.Result) Usage {
@@ -185,9 +242,9 @@ func openAIUsage(u gjson.Result) Usage {
 	u.ForEach(func(k, v gjson.Result) bool {
 		switch k.Str {
 		case "prompt_tokens":
-			out.Input, out.Known = v.Int(), true
+			out.Input, out.HasInput, out.Known = v.Int(), v.Type == gjson.Number, true
 		case "completion_tokens":
-			out.Output, out.Known = v.Int(), true
+			out.Output, out.HasOutput, out.Known = v.Int(), v.Type == gjson.Number, true
 		case "prompt_tokens_details":
 			out.CacheRead = v.Get("cached_tokens").Int()
 			out.CacheWrite += v.Get("cache_write_tokens").Int()
@@ -217,18 +274,22 @@ func (s *Stream) seeResponses(ev *sse.Event, now time.Time) {
 	case "response.completed", "response.incomplete":
 		s.Clean = true
 		s.Usage = responsesUsage(gjson.GetBytes(ev.Data, "response.usage"))
+		s.Final = true // the terminal event
 	case "response.failed":
 		s.Clean = true
 	}
 }
 
 func responsesUsage(u gjson.Result) Usage {
+	in, out := u.Get("input_tokens"), u.Get("output_tokens")
 	return Usage{
-		Input:     u.Get("input_tokens").Int(),
-		Output:    u.Get("output_tokens").Int(),
+		Input:     in.Int(),
+		Output:    out.Int(),
 		CacheRead: u.Get("input_tokens_details.cached_tokens").Int(),
 		Reasoning: u.Get("output_tokens_details.reasoning_tokens").Int(),
-		Known:     u.Get("input_tokens").Exists() || u.Get("output_tokens").Exists(),
+		HasInput:  in.Type == gjson.Number,
+		HasOutput: out.Type == gjson.Number,
+		Known:     in.Exists() || out.Exists(),
 	}
 }
 
@@ -236,10 +297,14 @@ func (s *Stream) seeMessages(ev *sse.Event, now time.Time) {
 	switch eventType(ev) {
 	case "message_start":
 		u := gjson.GetBytes(ev.Data, "message.usage")
-		s.Usage.Input = u.Get("input_tokens").Int() + u.Get("cache_read_input_tokens").Int() + u.Get("cache_creation_input_tokens").Int()
-		s.Usage.CacheRead = u.Get("cache_read_input_tokens").Int()
-		s.Usage.CacheWrite = u.Get("cache_creation_input_tokens").Int()
+		s.messagesInput(u)
+	case "content_block_start":
+		s.blocks++
+		s.Final = false
+	case "content_block_stop":
+		s.blocks = max(s.blocks-1, 0)
 	case "content_block_delta":
+		s.Final = false
 		switch gjson.GetBytes(ev.Data, "delta.type").String() {
 		case "thinking_delta":
 			s.thinking(now)
@@ -247,13 +312,34 @@ func (s *Stream) seeMessages(ev *sse.Event, now time.Time) {
 			s.content(now)
 		}
 	case "message_delta":
-		if o := gjson.GetBytes(ev.Data, "usage.output_tokens"); o.Exists() {
+		u := gjson.GetBytes(ev.Data, "usage")
+		if o := u.Get("output_tokens"); o.Exists() {
 			s.Usage.Output = o.Int()
+			s.Usage.HasOutput = o.Type == gjson.Number
 			s.Usage.Known = true
+			// Counts are cumulative; newer API versions repeat the input
+			// here.
+			if u.Get("input_tokens").Exists() {
+				s.messagesInput(u)
+			}
+			// message_delta closes the message: final when no block is
+			// still open.
+			s.Final = s.blocks == 0
 		}
 	case "message_stop":
 		s.Clean = true
 	}
+}
+
+// messagesInput reads a Messages usage object's input side: input_tokens
+// counts uncached input only; cache reads and writes are added.
+func (s *Stream) messagesInput(u gjson.Result) {
+	in := u.Get("input_tokens")
+	cr, cw := u.Get("cache_read_input_tokens").Int(), u.Get("cache_creation_input_tokens").Int()
+	s.Usage.Input = in.Int() + cr + cw
+	s.Usage.CacheRead, s.Usage.CacheWrite = cr, cw
+	s.Usage.HasInput = in.Type == gjson.Number
+	s.Usage.Known = s.Usage.Known || in.Exists()
 }
 
 // Result is a finished stream's measurement.
@@ -312,12 +398,15 @@ func Unary(p Protocol, body []byte) Usage {
 		return responsesUsage(usage)
 	case Messages:
 		u := usage
+		in, out := u.Get("input_tokens"), u.Get("output_tokens")
 		return Usage{
-			Input:      u.Get("input_tokens").Int() + u.Get("cache_read_input_tokens").Int() + u.Get("cache_creation_input_tokens").Int(),
-			Output:     u.Get("output_tokens").Int(),
+			Input:      in.Int() + u.Get("cache_read_input_tokens").Int() + u.Get("cache_creation_input_tokens").Int(),
+			Output:     out.Int(),
 			CacheRead:  u.Get("cache_read_input_tokens").Int(),
 			CacheWrite: u.Get("cache_creation_input_tokens").Int(),
-			Known:      u.Get("input_tokens").Exists() || u.Get("output_tokens").Exists(),
+			HasInput:   in.Type == gjson.Number,
+			HasOutput:  out.Type == gjson.Number,
+			Known:      in.Exists() || out.Exists(),
 		}
 	}
 	return openAIUsage(usage)

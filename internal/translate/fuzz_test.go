@@ -52,6 +52,17 @@ func FuzzAnthropicStream(f *testing.F) {
 	})
 }
 
+func FuzzConverseStream(f *testing.F) {
+	seedStreams(f, "openai_converse")
+	f.Fuzz(func(t *testing.T, in []byte) {
+		tr, err := NewOpenAIConverse(defaultStreamReq)
+		if err != nil {
+			t.Fatal(err)
+		}
+		drain(t, NewReader(io.NopCloser(bytes.NewReader(in)), tr.Stream()), in)
+	})
+}
+
 func FuzzGeminiStream(f *testing.F) {
 	seedStreams(f, "openai_gemini")
 	f.Fuzz(func(t *testing.T, in []byte) {
@@ -98,6 +109,7 @@ func FuzzRequests(f *testing.F) {
 	f.Fuzz(func(t *testing.T, in []byte) {
 		_, _ = NewOpenAIAnthropic(in)
 		_, _ = NewOpenAIGemini(in)
+		_, _ = NewOpenAIConverse(in)
 		_, _ = MessagesToChat(in)
 		_, _, _ = ChatToMessages(in, "m")
 		_ = ErrorToAnthropic(400, in)

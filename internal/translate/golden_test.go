@@ -85,6 +85,25 @@ var pairs = map[string]pair{
 		},
 		err: GeminiErrorToOpenAI,
 	},
+	"openai_converse": {
+		req: func(_ string, in []byte) ([]byte, []string, error) {
+			t, err := NewOpenAIConverse(in)
+			if err != nil {
+				return nil, nil, err
+			}
+			return t.Body(), t.Dropped(), nil
+		},
+		resp: func(req, in []byte) ([]byte, Usage, error) {
+			return mustConverse(req).Response(in)
+		},
+		stream: func(req, in []byte) ([]byte, error) {
+			return readAll(NewReader(io.NopCloser(bytes.NewReader(in)), mustConverse(req).Stream()))
+		},
+		err: func(status int, body []byte) []byte {
+			typ := BedrockErrorType("", body)
+			return BedrockErrorToOpenAI(BedrockErrorStatus(typ, status), typ, body)
+		},
+	},
 	"anthropic_openai": {
 		req: func(_ string, in []byte) ([]byte, []string, error) {
 			return inbound(FromMessages(in))
@@ -167,6 +186,15 @@ func mustAnthropic(req []byte) *OpenAIAnthropic {
 		panic(err)
 	}
 	t.Created = testCreated
+	return t
+}
+
+func mustConverse(req []byte) *OpenAIConverse {
+	t, err := NewOpenAIConverse(req)
+	if err != nil {
+		panic(err)
+	}
+	t.Created, t.ID = testCreated, "chatcmpl-test"
 	return t
 }
 

@@ -235,11 +235,7 @@ func anthropicMessages(msgs []openai.Message, out *anthropic.Request) error {
 		field := fmt.Sprintf("messages[%d]", i)
 		switch m.Role {
 		case "system", "developer":
-			parts, err := contentParts(m.Content, field+".content")
-			if err != nil {
-				return err
-			}
-			s, err := textOnly(parts, field+".content")
+			s, err := messageText(m, field)
 			if err != nil {
 				return err
 			}
@@ -335,11 +331,7 @@ func anthropicPart(p openai.ContentPart, field string) (any, error) {
 }
 
 func anthropicAssistantBlocks(m openai.Message, field string) ([]any, error) {
-	parts, err := contentParts(m.Content, field+".content")
-	if err != nil {
-		return nil, err
-	}
-	text, err := textOnly(parts, field+".content")
+	text, err := messageText(m, field)
 	if err != nil {
 		return nil, err
 	}
@@ -348,11 +340,7 @@ func anthropicAssistantBlocks(m openai.Message, field string) ([]any, error) {
 		blocks = append(blocks, anthropic.TextBlock{Type: "text", Text: text})
 	}
 	for j, tc := range m.ToolCalls {
-		f := fmt.Sprintf("%s.tool_calls[%d]", field, j)
-		if tc.Type != "" && tc.Type != "function" {
-			return nil, fieldErr(f+".type", "only function tool calls are supported")
-		}
-		input, err := jsonObject(tc.Function.Arguments, f+".function.arguments")
+		input, err := toolCallInput(tc, fmt.Sprintf("%s.tool_calls[%d]", field, j))
 		if err != nil {
 			return nil, err
 		}

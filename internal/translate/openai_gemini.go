@@ -223,11 +223,7 @@ func geminiContents(msgs []openai.Message, out *gemini.Request) error {
 		field := fmt.Sprintf("messages[%d]", i)
 		switch m.Role {
 		case "system", "developer":
-			parts, err := contentParts(m.Content, field+".content")
-			if err != nil {
-				return err
-			}
-			s, err := textOnly(parts, field+".content")
+			s, err := messageText(m, field)
 			if err != nil {
 				return err
 			}
@@ -241,11 +237,7 @@ func geminiContents(msgs []openai.Message, out *gemini.Request) error {
 			}
 			add("user", parts)
 		case "assistant":
-			parts, err := contentParts(m.Content, field+".content")
-			if err != nil {
-				return err
-			}
-			text, err := textOnly(parts, field+".content")
+			text, err := messageText(m, field)
 			if err != nil {
 				return err
 			}
@@ -274,11 +266,7 @@ func geminiContents(msgs []openai.Message, out *gemini.Request) error {
 			if !ok {
 				return fieldErr(field+".tool_call_id", "does not answer a tool call of an earlier assistant message (gemini needs the function name)")
 			}
-			parts, err := contentParts(m.Content, field+".content")
-			if err != nil {
-				return err
-			}
-			text, err := textOnly(parts, field+".content")
+			text, err := messageText(m, field)
 			if err != nil {
 				return err
 			}

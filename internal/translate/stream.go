@@ -25,6 +25,13 @@ type StreamTranslator interface {
 
 var doneEvent = []byte("data: [DONE]\n\n")
 
+// Events is a source of upstream events, read one at a time: an SSE
+// stream (sse.Reader), or a binary one decoded into events (Bedrock's AWS
+// event stream).
+type Events interface {
+	Next() (sse.Event, error)
+}
+
 // Reader is a pull-based translating stream: each Read pulls upstream
 // events through the one SSE parser only as far as needed to return bytes,
 // so nothing is buffered beyond one event and no goroutine is involved.
@@ -33,7 +40,7 @@ var doneEvent = []byte("data: [DONE]\n\n")
 // upstream read with an error.
 type Reader struct {
 	body    io.ReadCloser
-	events  *sse.Reader
+	events  Events
 	t       StreamTranslator
 	pending []byte
 	err     error // returned once pending is drained
@@ -42,9 +49,15 @@ type Reader struct {
 	closed  atomic.Bool
 }
 
-// NewReader translates body with t.
+// NewReader translates the SSE stream body with t.
 func NewReader(body io.ReadCloser, t StreamTranslator) *Reader {
-	return &Reader{body: body, events: sse.NewReader(body), t: t}
+	return NewEventReader(body, sse.NewReader(body), t)
+}
+
+// NewEventReader translates the events read from body by events with t;
+// closing the reader closes body.
+func NewEventReader(body io.ReadCloser, events Events, t StreamTranslator) *Reader {
+	return &Reader{body: body, events: events, t: t}
 }
 
 // Prime reads until the first content is translated: past the opening
@@ -141,8 +154,6 @@ func (r *Reader) step() {
 func (r *Reader) emit(out [][]byte) {
 	r.chunks += len(out)
 	for _, d := range out {
-		r.pending = append(r.pending, "data: "...)
-		r.pending = append(r.pending, d...)
-		r.pending = append(r.pending, '\n', '\n')
+		r.pending = sse.AppendFrame(r.pending, "", d)
 	}
 }

@@ -5,6 +5,7 @@
 //
 //	openai_anthropic.go   internal form -> Anthropic upstream (and back)
 //	openai_gemini.go      internal form -> Gemini upstream (and back)
+//	openai_converse.go    internal form -> Bedrock Converse upstream (and back)
 //	anthropic_openai.go   Anthropic client (/v1/messages) -> internal form (and back)
 //	gemini_openai.go      Gemini client (:generateContent) -> internal form (and back)
 //	responses_openai.go   OpenAI Responses client -> internal form; its
@@ -305,6 +306,26 @@ func stringOrParts[T any](raw json.RawMessage, field string, text func(string) T
 		return nil, fieldErr(field, "must be a string or an array of content parts")
 	}
 	return parts, nil
+}
+
+// messageText is the text of message m at field (its content: a string
+// or text parts, anything else refused), as system messages and
+// assistant turns carry it to every target.
+func messageText(m openai.Message, field string) (string, error) {
+	parts, err := contentParts(m.Content, field+".content")
+	if err != nil {
+		return "", err
+	}
+	return textOnly(parts, field+".content")
+}
+
+// toolCallInput is a function tool call's arguments as the JSON object
+// targets that take structured input want; field names the call.
+func toolCallInput(tc openai.ToolCall, field string) (json.RawMessage, error) {
+	if tc.Type != "" && tc.Type != "function" {
+		return nil, fieldErr(field+".type", "only function tool calls are supported")
+	}
+	return jsonObject(tc.Function.Arguments, field+".function.arguments")
 }
 
 // textOnly joins the text of parts, refusing anything else.

@@ -59,85 +59,94 @@ func (p *Provider) NativeBody(req *provider.Request) (string, []byte, bool) {
 	return string(provider.Messages), t.Body(), true
 }
 
-// post sends body to /messages. A non-2xx answer is returned with its body
-// read, for the caller to reshape.
-func (p *Provider) post(ctx context.Context, req *provider.Request, body []byte) (*http.Response, []byte, error) {
-	hr, err := p.NewRequest(ctx, p.Base+"/messages", req, body)
-	if err != nil {
-		return nil, nil, err
+// prep sets the anthropic-version header (unless the client sent one)
+// and the key of one attempt.
+func (p *Provider) prep(req *provider.Request) func(*http.Request) {
+	return func(hr *http.Request) {
+		if hr.Header.Get("anthropic-version") == "" {
+			hr.Header.Set("anthropic-version", api.Version)
+		}
+		if k := p.Key(req); k != "" {
+			hr.Header.Set("X-Api-Key", k)
+		}
 	}
-	if hr.Header.Get("anthropic-version") == "" {
-		hr.Header.Set("anthropic-version", api.Version)
-	}
-	if k := p.Key(req); k != "" {
-		hr.Header.Set("X-Api-Key", k)
-	}
-	resp, err := p.Do(ctx, hr)
-	if err != nil {
-		return nil, nil, err
-	}
-	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return resp, provider.ReadErrorBody(resp.Body), nil
-	}
-	return resp, nil, nil
 }
 
 // passthrough forwards a native Messages request and its answer untouched.
 func (p *Provider) passthrough(ctx context.Context, req *provider.Request) (*provider.Response, error) {
-	resp, errBody, err := p.post(ctx, req, req.Body)
-	if err != nil {
-		return nil, err
-	}
-	if errBody != nil || resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return nil, provider.StatusError(resp.StatusCode, resp.Header, errBody)
-	}
-	ct := resp.Header.Get("Content-Type")
-	if req.Stream && provider.IsEventStream(ct) {
-		return &provider.Response{Status: resp.StatusCode, Header: resp.Header, Body: resp.Body, Stream: true}, nil
-	}
-	body, err := provider.ReadUnary(ctx, resp.Body)
-	if err != nil {
-		return nil, err
-	}
-	if !provider.IsJSONContentType(ct) || !jsoncheck.Valid(body) {
-		return nil, translated.BadResponse(resp.StatusCode, "upstream answered 200 with a body that is not JSON")
-	}
-	return &provider.Response{Status: resp.StatusCode, Header: resp.Header, Body: provider.NopBody(body)}, nil
+	return Exchange(ctx, p.Upstream, req, p.URL("messages"), req.Body, nil, p.prep(req))
 }
 
 // chat translates an OpenAI chat request, sends it and translates the
 // answer back.
 func (p *Provider) chat(ctx context.Context, req *provider.Request) (*provider.Response, error) {
-	t, _ := req.Prepared.(*translate.OpenAIAnthropic)
-	if t == nil {
-		var err error
-		if t, err = translate.NewOpenAIAnthropic(req.Body); err != nil {
-			return nil, refusal(err)
-		}
+	t, err := Translator(req)
+	if err != nil {
+		return nil, err
 	}
-	resp, errBody, err := p.post(ctx, req, t.Body())
+	return Exchange(ctx, p.Upstream, req, p.URL("messages"), t.Body(), t, p.prep(req))
+}
+
+// Translator is the request's translation for an Anthropic upstream: the
+// one NativeBody made, else a new one; a refusal is a 400 in OpenAI's
+// shape.
+func Translator(req *provider.Request) (*translate.OpenAIAnthropic, error) {
+	if t, _ := req.Prepared.(*translate.OpenAIAnthropic); t != nil {
+		return t, nil
+	}
+	t, err := translate.NewOpenAIAnthropic(req.Body)
+	if err != nil {
+		return nil, refusal(err)
+	}
+	return t, nil
+}
+
+// Exchange posts a Messages body to url (prep sets the credentials) and
+// reads the answer: relayed untouched when t is nil (a native request),
+// else translated into the internal form with t, streams event by event.
+// Clouds that carry the Messages API on their own addresses (Vertex AI's
+// rawPredict) share it.
+func Exchange(ctx context.Context, up *provider.Upstream, req *provider.Request, url string, body []byte,
+	t *translate.OpenAIAnthropic, prep func(*http.Request)) (*provider.Response, error) {
+	hr, err := up.NewRequest(ctx, url, req, body)
+	if err != nil {
+		return nil, err
+	}
+	prep(hr)
+	resp, err := up.Do(ctx, hr)
 	if err != nil {
 		return nil, err
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return nil, provider.StatusError(resp.StatusCode, resp.Header, t.Error(resp.StatusCode, errBody))
+		errBody := provider.ReadErrorBody(resp.Body)
+		if t != nil {
+			errBody = t.Error(resp.StatusCode, errBody)
+		}
+		return nil, provider.StatusError(resp.StatusCode, resp.Header, errBody)
 	}
 	ct := resp.Header.Get("Content-Type")
 	if req.Stream {
-		if !provider.IsEventStream(ct) {
+		switch {
+		case t != nil && provider.IsEventStream(ct):
+			return translated.OpenStream(ctx, resp, translate.NewReader(resp.Body, t.Stream()))
+		case t != nil:
 			resp.Body.Close()
 			return nil, translated.BadResponse(resp.StatusCode, "upstream answered a stream request without an event stream")
+		case provider.IsEventStream(ct):
+			return &provider.Response{Status: resp.StatusCode, Header: resp.Header, Body: resp.Body, Stream: true}, nil
 		}
-		return translated.OpenStream(ctx, resp, translate.NewReader(resp.Body, t.Stream()))
 	}
-	body, err := provider.ReadUnary(ctx, resp.Body)
+	out, err := provider.ReadUnary(ctx, resp.Body)
 	if err != nil {
 		return nil, err
 	}
-	if !provider.IsJSONContentType(ct) || !jsoncheck.Valid(body) {
+	if !provider.IsJSONContentType(ct) || !jsoncheck.Valid(out) {
 		return nil, translated.BadResponse(resp.StatusCode, "upstream answered 200 with a body that is not JSON")
 	}
-	out, _, err := t.Response(body)
+	if t == nil {
+		return &provider.Response{Status: resp.StatusCode, Header: resp.Header, Body: provider.NopBody(out)}, nil
+	}
+	out, _, err = t.Response(out)
 	if err != nil {
 		return nil, translated.BadResponse(resp.StatusCode, err.Error())
 	}

@@ -53,11 +53,34 @@ func (p *Provider) Send(ctx context.Context, req *provider.Request) (*provider.R
 		return nil, provider.StatusError(http.StatusBadRequest, nil,
 			translate.OpenAIError(http.StatusBadRequest, msg, "", "unsupported_endpoint"))
 	}
-	t, _ := req.Prepared.(*translate.OpenAIGemini)
-	var err error
-	if t == nil {
-		t, err = translate.NewOpenAIGemini(req.Body)
+	t, err := Translator(req)
+	if err != nil {
+		return nil, err
 	}
+	model := req.Model
+	if model == "" {
+		model = t.Model()
+	}
+	path := "models/" + url.PathEscape(strings.TrimPrefix(model, "models/"))
+	if req.Stream {
+		path += ":streamGenerateContent?alt=sse"
+	} else {
+		path += ":generateContent"
+	}
+	return Exchange(ctx, p.Upstream, req, p.URL(path), t, func(hr *http.Request) {
+		if k := p.Key(req); k != "" {
+			hr.Header.Set("X-Goog-Api-Key", k)
+		}
+	})
+}
+
+// Translator is the request's translation for a Gemini upstream: the one
+// NativeBody made, else a new one; a refusal is a 400 in OpenAI's shape.
+func Translator(req *provider.Request) (*translate.OpenAIGemini, error) {
+	if t, _ := req.Prepared.(*translate.OpenAIGemini); t != nil {
+		return t, nil
+	}
+	t, err := translate.NewOpenAIGemini(req.Body)
 	if err != nil {
 		var fe *translate.FieldError
 		if errors.As(err, &fe) {
@@ -65,24 +88,20 @@ func (p *Provider) Send(ctx context.Context, req *provider.Request) (*provider.R
 		}
 		return nil, provider.StatusError(http.StatusBadRequest, nil, translate.OpenAIError(http.StatusBadRequest, err.Error(), "", ""))
 	}
-	model := req.Model
-	if model == "" {
-		model = t.Model()
-	}
-	u := p.Base + "/models/" + url.PathEscape(strings.TrimPrefix(model, "models/"))
-	if req.Stream {
-		u += ":streamGenerateContent?alt=sse"
-	} else {
-		u += ":generateContent"
-	}
-	hr, err := p.NewRequest(ctx, u, req, t.Body())
+	return t, nil
+}
+
+// Exchange posts t's generateContent body to url (a streaming one for a
+// stream; prep sets the credentials) and translates the answer back.
+// Vertex AI, which carries the Gemini API on its own addresses, shares it.
+func Exchange(ctx context.Context, up *provider.Upstream, req *provider.Request, url string,
+	t *translate.OpenAIGemini, prep func(*http.Request)) (*provider.Response, error) {
+	hr, err := up.NewRequest(ctx, url, req, t.Body())
 	if err != nil {
 		return nil, err
 	}
-	if k := p.Key(req); k != "" {
-		hr.Header.Set("X-Goog-Api-Key", k)
-	}
-	resp, err := p.Do(ctx, hr)
+	prep(hr)
+	resp, err := up.Do(ctx, hr)
 	if err != nil {
 		return nil, err
 	}
@@ -95,14 +114,9 @@ func (p *Provider) Send(ctx context.Context, req *provider.Request) (*provider.R
 			resp.Body.Close()
 			return nil, translated.BadResponse(resp.StatusCode, "upstream answered a stream request without an event stream")
 		}
-		r := translate.NewReader(resp.Body, t.Stream())
 		// Read to the first translated bytes: a blocked prompt or an
 		// error event fails the attempt while failing over is possible.
-		if err := r.Prime(); err != nil {
-			r.Close()
-			return nil, translated.StreamError(ctx, resp, err)
-		}
-		return &provider.Response{Status: resp.StatusCode, Header: translated.AnswerHeader(resp.Header, "text/event-stream"), Body: r, Stream: true}, nil
+		return translated.OpenStream(ctx, resp, translate.NewReader(resp.Body, t.Stream()))
 	}
 	body, err := provider.ReadUnary(ctx, resp.Body)
 	if err != nil {

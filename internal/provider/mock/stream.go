@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"switchboard/internal/provider"
+	"switchboard/internal/sse"
 )
 
 // Stream endings that are not failures of the producer itself.
@@ -119,16 +120,7 @@ func (s *streamer) frame(event string, v any) error {
 	if err != nil {
 		return err
 	}
-	b := make([]byte, 0, len(event)+len(data)+16)
-	if event != "" {
-		b = append(b, "event: "...)
-		b = append(b, event...)
-		b = append(b, '\n')
-	}
-	b = append(b, "data: "...)
-	b = append(b, data...)
-	b = append(b, "\n\n"...)
-	return s.write(b)
+	return s.write(sse.Frame(event, data))
 }
 
 // content writes the i-th token's event on its pacing schedule, then ends

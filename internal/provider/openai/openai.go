@@ -29,7 +29,7 @@ func New(c *config.Provider, client *http.Client) *Provider {
 
 // Send forwards one attempt.
 func (p *Provider) Send(ctx context.Context, req *provider.Request) (*provider.Response, error) {
-	hr, err := p.NewRequest(ctx, p.Base+"/"+string(req.Endpoint), req, req.Body)
+	hr, err := p.NewRequest(ctx, p.URL(string(req.Endpoint)), req, req.Body)
 	if err != nil {
 		return nil, err
 	}
@@ -47,13 +47,18 @@ func (p *Provider) Send(ctx context.Context, req *provider.Request) (*provider.R
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		return nil, provider.StatusError(resp.StatusCode, resp.Header, provider.ReadErrorBody(resp.Body))
 	}
+	return Answer(ctx, req, resp)
+}
+
+// Answer reads a 2xx answer of the OpenAI protocol: a stream relayed as
+// it is, or a unary answer read whole so that a 200 with HTML is a
+// classified failure rather than garbage relayed to the client (also for
+// a server that answered a stream request with one JSON document).
+func Answer(ctx context.Context, req *provider.Request, resp *http.Response) (*provider.Response, error) {
 	ct := resp.Header.Get("Content-Type")
 	if req.Stream && provider.IsEventStream(ct) {
 		return &provider.Response{Status: resp.StatusCode, Header: resp.Header, Body: resp.Body, Stream: true}, nil
 	}
-	// Unary (or a server that answered a stream request with one JSON
-	// document): read it whole so that a 200 with HTML is a classified
-	// failure rather than garbage relayed to the client.
 	body, err := provider.ReadUnarySized(ctx, resp.Body, resp.ContentLength)
 	if err != nil {
 		return nil, err

@@ -1,0 +1,195 @@
+package inference
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"net/http"
+	"strings"
+	"time"
+
+	"switchboard/internal/dispatch"
+	"switchboard/internal/front"
+	"switchboard/internal/idempotency"
+)
+
+// Idempotency-Key: a repeat within idempotency.ttl with the same body
+// gets the stored answer (header Idempotent-Replayed: true) and calls no
+// provider; the same key with another body is 422; a duplicate arriving
+// while the first runs waits for it. Keys are scoped to tenant and
+// endpoint. Only complete answers are stored: not 5xx or 429 (a retry
+// should run again), not a stream that failed or lost its client.
+
+// maxIdempotencyKey bounds the header (Stripe's limit).
+const maxIdempotencyKey = 255
+
+// idempotent runs serve under in's Idempotency-Key, if any, or answers by
+// itself (replay, conflict, bad key, wait over) without calling serve.
+func (s *Plane) idempotent(w http.ResponseWriter, r *http.Request, proto front.Protocol, in *incoming, serve func(http.ResponseWriter)) {
+	key := r.Header.Get("Idempotency-Key")
+	if key == "" || s.Idempotency == nil || dispatch.JobOf(r.Context()) != nil {
+		serve(w)
+		return
+	}
+	if len(key) > maxIdempotencyKey || strings.ContainsFunc(key, func(c rune) bool { return c < 0x21 || c > 0x7e }) {
+		e := front.Invalid("Idempotency-Key must be 1 to 255 printable ASCII characters")
+		e.Param = "Idempotency-Key"
+		front.WriteError(w, proto, e)
+		return
+	}
+	tenant := ""
+	if in.id != nil {
+		tenant = in.id.Label()
+	}
+	scope := sha256.Sum256([]byte(tenant + "\x00" + r.URL.Path + "\x00" + key))
+	skey := hex.EncodeToString(scope[:])
+	bh := sha256.Sum256(in.body)
+	hash := hex.EncodeToString(bh[:])
+	total := in.snap.Config.Timeouts.Request.D()
+	deadline := s.Clock.Now().Add(total)
+	for {
+		ctx, cancel := context.WithTimeout(r.Context(), time.Second)
+		st, rec, tok, err := s.Idempotency.Claim(ctx, skey, hash, total+30*time.Second)
+		cancel()
+		switch {
+		case err != nil:
+			s.Log.WarnContext(r.Context(), "idempotency store unavailable", "error", err.Error())
+			front.WriteError(w, proto, &front.Error{Status: http.StatusServiceUnavailable, Type: "server_error", Code: "idempotency_unavailable",
+				Message: "the Idempotency-Key store is unavailable; retry shortly", RetryAfter: time.Second})
+			return
+		case st == idempotency.Replay:
+			s.Metrics.Queue.IdempotentReplays.Inc()
+			replay(w, rec)
+			return
+		case st == idempotency.Conflict:
+			front.WriteError(w, proto, &front.Error{Status: http.StatusUnprocessableEntity, Type: "invalid_request_error",
+				Code: "idempotency_key_reused", Param: "Idempotency-Key",
+				Message: "this Idempotency-Key was already used with a different request body"})
+			return
+		case st == idempotency.Fresh:
+			s.runRecorded(w, r, skey, tok, in.snap.Config.Idempotency.MaxBytes, serve)
+			return
+		}
+		// Pending: the first request is still running; wait for its answer.
+		if s.Clock.Now().After(deadline) {
+			front.WriteError(w, proto, &front.Error{Status: http.StatusConflict, Type: "invalid_request_error", Code: "idempotency_key_in_use",
+				Message: "a request with this Idempotency-Key is still running", RetryAfter: time.Second})
+			return
+		}
+		poll, stop := s.Clock.After(25 * time.Millisecond)
+		select {
+		case <-poll:
+		case <-r.Context().Done():
+			stop()
+			return
+		}
+	}
+}
+
+// runRecorded serves and stores the answer under the claim, if it is at
+// most limit bytes (idempotency.max_bytes).
+func (s *Plane) runRecorded(w http.ResponseWriter, r *http.Request, skey, tok string, limit int64, serve func(http.ResponseWriter)) {
+	rw := &recorder{ResponseWriter: w, body: front.AnswerBuffer{Limit: limit}}
+	serve(rw)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), time.Second)
+	defer cancel()
+	if !rw.storable() || r.Context().Err() != nil {
+		if err := s.Idempotency.Release(ctx, skey, tok); err != nil {
+			s.Log.WarnContext(r.Context(), "idempotency: cannot release a key", "error", err.Error())
+		}
+		return
+	}
+	rec := &idempotency.Record{Status: rw.status, Header: replayHeaders(rw.Header()), Body: rw.body.Bytes()}
+	if _, err := s.Idempotency.Finish(ctx, skey, tok, rec); err != nil {
+		s.Log.WarnContext(r.Context(), "idempotency: answer not stored", "error", err.Error())
+	}
+}
+
+// replayHeaders are the answer's headers minus those that describe this
+// response only (its request id, length, rate-limit state).
+func replayHeaders(h http.Header) http.Header {
+	out := make(http.Header, len(h))
+	for k, v := range h {
+		switch {
+		case k == "X-Request-Id", k == "Content-Length", k == "Retry-After", k == "Date",
+			strings.HasPrefix(k, "X-Switchboard-Ratelimit"), strings.HasPrefix(k, "X-Ratelimit"):
+			continue
+		}
+		out[k] = v
+	}
+	return out
+}
+
+func replay(w http.ResponseWriter, rec *idempotency.Record) {
+	h := w.Header()
+	for k, v := range rec.Header {
+		h[k] = v
+	}
+	h.Set("Idempotent-Replayed", "true")
+	if strings.HasPrefix(h.Get("Content-Type"), "text/event-stream") {
+		w.WriteHeader(rec.Status)
+		_, _ = w.Write(rec.Body)
+		return
+	}
+	front.WriteUnary(w, rec.Status, rec.Body)
+}
+
+// recorder tees an answer (bounded) for storing.
+type recorder struct {
+	http.ResponseWriter
+	status int
+	wrote  bool
+	body   front.AnswerBuffer
+}
+
+func (w *recorder) WriteHeader(code int) {
+	if !w.wrote {
+		w.status, w.wrote = code, true
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *recorder) Write(b []byte) (int, error) {
+	if !w.wrote {
+		w.WriteHeader(http.StatusOK)
+	}
+	w.body.Write(b)
+	return w.ResponseWriter.Write(b)
+}
+
+func (w *recorder) Flush() {
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// Answered passes the metrics hook through (see statusWriter).
+func (w *recorder) Answered() {
+	if a, ok := w.ResponseWriter.(interface{ Answered() }); ok {
+		a.Answered()
+	}
+}
+
+func (w *recorder) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// storable: a complete answer worth replaying.
+func (w *recorder) storable() bool {
+	if !w.wrote || w.body.Over() || w.status >= 500 || w.status == http.StatusTooManyRequests {
+		return false
+	}
+	if !strings.HasPrefix(w.Header().Get("Content-Type"), "text/event-stream") {
+		return true
+	}
+	return streamComplete(w.body.Bytes())
+}
+
+// streamComplete: the stream ended as a successful one does in its
+// protocol, with no error event.
+func streamComplete(b []byte) bool {
+	s := string(b)
+	if strings.Contains(s, "event: error") || strings.Contains(s, `data: {"error"`) || strings.Contains(s, "response.failed") {
+		return false
+	}
+	return strings.HasSuffix(s, "data: [DONE]\n\n") || strings.Contains(s, "event: message_stop") ||
+		strings.Contains(s, "response.completed")
+}
