@@ -2,6 +2,7 @@ package inference
 
 import (
 	"io"
+	"strconv"
 	"net/http"
 
 	"github.com/tidwall/gjson"
@@ -28,25 +29,44 @@ func (s *Plane) Messages(w http.ResponseWriter, r *http.Request, snap *snapshot.
 	defer in.release()
 	w, r, u := s.beginUsage(w, r, in, provider.Messages)
 	defer s.endUsage(r, u)
-	chat, err := translate.MessagesToChat(in.body)
-	if err != nil {
-		front.WriteError(w, front.Anthropic, front.Invalid(err.Error()))
-		return
+	// Native pass-through needs no translation: an anthropic provider (or
+	// a cloud's Claude) gets the client's body with only model rewritten.
+	// The translation is made only when some provider needs it, and a
+	// refusal stands only when no provider takes the body as it is.
+	var tr *translate.Inbound
+	if !allNative(provider.Messages, in.rt) {
+		var err error
+		if tr, err = translate.FromMessages(in.body); err != nil && nativeOrder(provider.Messages, in.rt.Candidates) == nil {
+			(&bridge{proto: front.Anthropic, refusal: err}).refuse(w)
+			return
+		}
 	}
 	s.idempotent(w, r, front.Anthropic, in, func(w http.ResponseWriter) {
 		if s.queued(r) {
 			s.dispatch(w, r, front.Anthropic, provider.Messages, in)
 			return
 		}
-		s.messagesLocal(w, r, in, chat)
+		s.messagesLocal(w, r, in, tr)
 	})
 }
 
-// messagesLocal runs a Messages request here and writes its answer.
-func (s *Plane) messagesLocal(w http.ResponseWriter, r *http.Request, in *incoming, chat []byte) {
+// messagesLocal runs a Messages request here and writes its answer; tr is
+// its translation (nil: only native providers may serve it).
+func (s *Plane) messagesLocal(w http.ResponseWriter, r *http.Request, in *incoming, tr *translate.Inbound) {
 	rt := in.rt
+	var chat []byte
+	if tr != nil {
+		chat = tr.Body
+	}
 	call := s.call(r, in, provider.Chat, chat)
 	call.Native = in.body
+	if chat == nil {
+		order := call.Order
+		if order == nil {
+			order = proxy.DefaultOrder(rt)
+		}
+		call.Order = nativeOrder(provider.Messages, order)
+	}
 	res, fail := s.do(r.Context(), in, call)
 	if fail != nil {
 		s.failed(w, r, front.Anthropic, in, fail)
@@ -73,6 +93,15 @@ func (s *Plane) messagesLocal(w http.ResponseWriter, r *http.Request, in *incomi
 		err := s.pump(sse.NewWriter(w), res, nil, st)
 		s.endMessagesStream(w, r, rt, res, st, lim, err)
 		return
+	}
+	if tr == nil {
+		// Only native providers were tried; a non-native answer cannot be.
+		front.WriteError(w, front.Anthropic, &front.Error{Status: http.StatusBadGateway, Message: "no provider took the request untranslated"})
+		return
+	}
+	if h := translate.DroppedHeader(tr.Dropped); h != "" {
+		w.Header().Set(DroppedHeader, h)
+		s.Log.DebugContext(r.Context(), "translation dropped hints", "dropped", h)
 	}
 	if res.Events == nil {
 		if m := gjson.GetBytes(res.Body, "model"); m.Type == gjson.String && m.Str != "" {
@@ -198,4 +227,20 @@ func (s *Plane) streamError(w http.ResponseWriter, r *http.Request, res *proxy.R
 	}
 	s.Log.WarnContext(r.Context(), "stream failed after the first byte", "provider", res.Candidate.Provider, "error", err.Error())
 	front.EndFailedStream(sse.NewWriter(w), front.Anthropic, provider.Messages, streamFailed(r.Context()))
+}
+
+// MessagesCountTokens serves POST /v1/messages/count_tokens: an anthropic
+// provider of the model counts (the body passed through with only model
+// rewritten); otherwise the answer is the gateway's estimate.
+func (s *Plane) MessagesCountTokens(w http.ResponseWriter, r *http.Request, snap *snapshot.Snapshot, id *tenant.Identity) {
+	in := s.prepare(w, r, snap, id, front.Anthropic)
+	if in == nil {
+		return
+	}
+	defer in.release()
+	w, r, u := s.beginUsage(w, r, in, provider.MessagesCountTokens)
+	defer s.endUsage(r, u)
+	s.countTokens(w, r, in, front.Anthropic, provider.MessagesCountTokens, func(n int64) []byte {
+		return []byte(`{"input_tokens":` + strconv.FormatInt(n, 10) + `}`)
+	})
 }
