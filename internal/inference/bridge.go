@@ -164,10 +164,10 @@ func (s *Plane) serveBridged(w http.ResponseWriter, r *http.Request, in *incomin
 }
 
 func (b *bridge) sinkFor(w http.ResponseWriter) eventSink {
-	front.StartStream(w)
 	if b.sink != nil {
-		return b.sink(w)
+		return b.sink(w) // it writes its own head
 	}
+	front.StartStream(w)
 	return sseSink{sse.NewWriter(w)}
 }
 

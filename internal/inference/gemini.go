@@ -103,7 +103,11 @@ type arraySink struct {
 }
 
 func newArraySink(w http.ResponseWriter) eventSink {
-	w.Header().Set("Content-Type", "application/json")
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
 	f, _ := w.(http.Flusher)
 	return &arraySink{w: w, f: f}
 }

@@ -2,8 +2,8 @@ package inference
 
 import (
 	"io"
-	"strconv"
 	"net/http"
+	"strconv"
 
 	"github.com/tidwall/gjson"
 

@@ -83,7 +83,7 @@ type Call struct {
 	// NativeEndpoint is Native's protocol: Messages (the default),
 	// GenerateContent or Responses.
 	NativeEndpoint provider.Endpoint
-	Stream bool
+	Stream         bool
 	// Header holds client headers to forward (already filtered).
 	Header http.Header
 	Route  *route.Route
