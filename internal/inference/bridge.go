@@ -37,6 +37,8 @@ type bridge struct {
 	// of a streamed one.
 	answer func(chat []byte, model string) ([]byte, error)
 	stream func(model string) translate.ClientStream
+	// topK is the client's name of the field that becomes top_k.
+	topK string
 	// sink frames the client's stream (nil: SSE).
 	sink func(w http.ResponseWriter) eventSink
 }
@@ -123,10 +125,7 @@ func (s *Plane) serveBridged(w http.ResponseWriter, r *http.Request, in *incomin
 		s.relayNative(w, r, res, rt, b, inspect)
 		return
 	}
-	if h := translate.DroppedHeader(b.dropped); h != "" {
-		w.Header().Set(DroppedHeader, h)
-		s.Log.DebugContext(r.Context(), "translation dropped hints", "dropped", h)
-	}
+	s.setDropped(w, r, b.dropped, b.chat, res, b.topK)
 	// The answer names the provider's model, as on every endpoint.
 	model := res.Candidate.Model
 	if res.Events == nil {
@@ -315,4 +314,17 @@ func (s *Plane) endStream(r *http.Request, res *proxy.Result, sink eventSink, ou
 		}
 	}
 	sink.Close()
+}
+
+// setDropped names the hints a translated request dropped in the
+// X-Switchboard-Dropped header (and a debug log): the translator's, and
+// the client's top_k (topK) when the provider that served cannot take it.
+func (s *Plane) setDropped(w http.ResponseWriter, r *http.Request, dropped []string, chat []byte, res *proxy.Result, topK string) {
+	if topK != "" && proxy.DropsTopK(res.Candidate) && gjson.GetBytes(chat, "top_k").Exists() {
+		dropped = append(dropped[:len(dropped):len(dropped)], topK)
+	}
+	if h := translate.DroppedHeader(dropped); h != "" {
+		w.Header().Set(DroppedHeader, h)
+		s.Log.DebugContext(r.Context(), "translation dropped hints", "dropped", h)
+	}
 }

@@ -73,7 +73,7 @@ func (s *Plane) GeminiModel(w http.ResponseWriter, r *http.Request, snap *snapsh
 		s.countTokens(w, r, in, front.Gemini, provider.CountTokens, func(n int64) []byte { return translate.GeminiTokenCount(n) })
 		return
 	}
-	b := &bridge{proto: front.Gemini, native: provider.GenerateContent}
+	b := &bridge{proto: front.Gemini, native: provider.GenerateContent, topK: "generationConfig.topK"}
 	if allNative(provider.GenerateContent, in.rt) {
 		// Every provider takes the body as it is: nothing to translate.
 	} else if gi, err := translate.FromGemini(in.body, model, stream); err != nil {

@@ -99,10 +99,7 @@ func (s *Plane) messagesLocal(w http.ResponseWriter, r *http.Request, in *incomi
 		front.WriteError(w, front.Anthropic, &front.Error{Status: http.StatusBadGateway, Message: "no provider took the request untranslated"})
 		return
 	}
-	if h := translate.DroppedHeader(tr.Dropped); h != "" {
-		w.Header().Set(DroppedHeader, h)
-		s.Log.DebugContext(r.Context(), "translation dropped hints", "dropped", h)
-	}
+	s.setDropped(w, r, tr.Dropped, tr.Body, res, "top_k")
 	if res.Events == nil {
 		if m := gjson.GetBytes(res.Body, "model"); m.Type == gjson.String && m.Str != "" {
 			model = m.Str // as the provider reported it

@@ -772,6 +772,11 @@ func (p *Proxy) request(c *Call, cand *route.Candidate) (req *provider.Request, 
 	if err != nil {
 		return nil, false, false, &provider.Error{Kind: provider.KindBadResponse, Msg: "cannot rewrite model", Err: err}
 	}
+	if c.Native != nil && !native && DropsTopK(cand) && gjson.GetBytes(body, "top_k").Exists() {
+		// A translated Anthropic or Gemini request's top_k: OpenAI's API
+		// (and Azure's) refuses the field, and it is a sampling hint.
+		body, _ = sjson.DeleteBytes(body, "top_k")
+	}
 	if c.Meter && c.Stream && ep == provider.Chat && (cand.Type == "openai" || cand.Type == "mock" || cand.Type == "azure") {
 		body, strip = spend.WithStreamUsage(body)
 	}
@@ -959,6 +964,10 @@ func serving(order []*route.Candidate, ep provider.Endpoint) []*route.Candidate 
 }
 
 var untranslatable = []byte(`{"error":{"message":"the request uses fields that only its own vendor's API serves, and this provider speaks another protocol","type":"invalid_request_error","param":null,"code":"untranslatable"}}`)
+
+// DropsTopK reports whether a translated request's top_k is left out for
+// cand: OpenAI's chat API and Azure's refuse the field.
+func DropsTopK(cand *route.Candidate) bool { return cand.Type == "openai" || cand.Type == "azure" }
 
 // NativeOf is the protocol of the call's Native body.
 func (c *Call) NativeOf() provider.Endpoint {
