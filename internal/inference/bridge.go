@@ -94,7 +94,9 @@ func (s *Plane) serveBridged(w http.ResponseWriter, r *http.Request, in *incomin
 		call.Opts.Deadline = d
 	}
 	if b.chat == nil {
-		order := call.Order
+		// Only the providers of the client's protocol may serve (lowest_cost
+		// prices the client's own body).
+		order := s.Selector.OrderBody(in.rt, in.body)
 		if order == nil {
 			order = proxy.DefaultOrder(in.rt)
 		}

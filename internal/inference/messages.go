@@ -61,7 +61,7 @@ func (s *Plane) messagesLocal(w http.ResponseWriter, r *http.Request, in *incomi
 	call := s.call(r, in, provider.Chat, chat)
 	call.Native = in.body
 	if chat == nil {
-		order := call.Order
+		order := s.Selector.OrderBody(rt, in.body)
 		if order == nil {
 			order = proxy.DefaultOrder(rt)
 		}
