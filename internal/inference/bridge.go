@@ -144,14 +144,22 @@ func (s *Plane) serveBridged(w http.ResponseWriter, r *http.Request, in *incomin
 		s.answerUnary(r.Context(), w, rt, res, http.StatusOK, out)
 		return
 	}
+	s.relayTranslated(r, res, rt, b.sinkFor(w), b.stream, inspect)
+}
+
+// relayTranslated relays a chat stream through the client's translator
+// (made by newStream for the model the stream names, else the
+// provider's), measuring it, and ends it in the client's protocol.
+func (s *Plane) relayTranslated(r *http.Request, res *proxy.Result, rt *route.Route, sink eventSink,
+	newStream func(model string) translate.ClientStream, inspect bool) {
+	model := res.Candidate.Model
 	for i := range res.Held {
 		if m := gjson.GetBytes(res.Held[i].Data, "model"); m.Type == gjson.String && m.Str != "" {
-			model = m.Str
+			model = m.Str // as the provider reported it
 			break
 		}
 	}
-	sink := b.sinkFor(w)
-	cs := b.stream(model)
+	cs := newStream(model)
 	var st *track.Stream
 	if inspect {
 		st = track.NewStream(track.Chat, res.Sent)

@@ -1,7 +1,6 @@
 package inference
 
 import (
-	"io"
 	"net/http"
 	"strconv"
 
@@ -114,21 +113,9 @@ func (s *Plane) messagesLocal(w http.ResponseWriter, r *http.Request, in *incomi
 		return
 	}
 	front.StartStream(w)
-	sw := sse.NewWriter(w)
-	for i := range res.Held {
-		if m := gjson.GetBytes(res.Held[i].Data, "model"); m.Type == gjson.String && m.Str != "" {
-			model = m.Str // as the provider reported it
-			break
-		}
-	}
-	ms := translate.NewMessagesStream(model)
-	var st *track.Stream
-	if call.Opts.Inspect || call.Meter {
-		st = track.NewStream(track.Chat, res.Sent)
-	}
-	lim := s.limitStream(res)
-	err := s.translateStream(sw, res, ms, st)
-	s.endMessagesStream(w, r, rt, res, st, lim, err)
+	s.relayTranslated(r, res, rt, sseSink{sse.NewWriter(w)}, func(model string) translate.ClientStream {
+		return translate.NewMessagesStream(model)
+	}, call.Opts.Inspect || call.Meter)
 }
 
 // endMessagesStream records how a Messages stream ended and, when it
@@ -142,78 +129,6 @@ func (s *Plane) endMessagesStream(w http.ResponseWriter, r *http.Request, rt *ro
 		_ = sse.NewWriter(w).Event("error", front.ErrorBody(front.Anthropic, &front.Error{Status: http.StatusGatewayTimeout, Message: lim.message()}))
 	case streamErrored:
 		s.streamError(w, r, res, err)
-	}
-}
-
-// translateStream relays a chat stream as Anthropic Messages events; nil
-// at a clean end.
-func (s *Plane) translateStream(sw *sse.Writer, res *proxy.Result, ms *translate.MessagesStream, st *track.Stream) error {
-	write := func(evs []translate.Event) bool {
-		for _, ev := range evs {
-			if sw.Event(ev.Name, ev.Data) != nil {
-				return false
-			}
-		}
-		return true
-	}
-	feed := func(ev *sse.Event) (bool, error) {
-		if ev.Done() || len(ev.Data) == 0 {
-			return true, nil
-		}
-		evs, err := ms.Chunk(ev.Data)
-		if err != nil {
-			return false, err
-		}
-		return write(evs), nil
-	}
-	// past ends the stream at its output bound: the upstream's stop for
-	// length, translated, then the message's end.
-	past := func(ev *sse.Event) bool {
-		if !res.PastBound(ev, st) {
-			return false
-		}
-		evs, _ := ms.Chunk(res.BoundChunk())
-		write(append(evs, ms.Finish()...))
-		return true
-	}
-	for i := range res.Held {
-		ev := &res.Held[i]
-		if st != nil {
-			st.See(ev, res.FirstToken)
-			if past(ev) {
-				return nil
-			}
-		}
-		if ok, err := feed(ev); err != nil {
-			return err
-		} else if !ok {
-			return errClientGone
-		}
-	}
-	for {
-		ev, err := res.Events.Next()
-		if err == io.EOF {
-			if !write(ms.Finish()) {
-				return errClientGone
-			}
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		if st != nil {
-			st.See(&ev, s.Clock.Now())
-			if past(&ev) {
-				return nil
-			}
-		}
-		ok, ferr := feed(&ev)
-		if ferr != nil {
-			return ferr
-		}
-		if !ok {
-			return errClientGone
-		}
 	}
 }
 

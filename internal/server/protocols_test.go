@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -349,4 +350,68 @@ func protoStreamText(body string) string {
 		}
 	}
 	return b.String()
+}
+
+// TestStreamCutEndsInTheClientsErrorEvent: an upstream stream that breaks
+// after the first tokens reached the client ends, for each protocol, in
+// that protocol's own error event.
+func TestStreamCutEndsInTheClientsErrorEvent(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.Header().Set("Content-Length", "100000") // never reached: the client sees a cut
+		fmt.Fprint(w, "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_1\",\"type\":\"message\",\"role\":\"assistant\",\"model\":\"up\",\"content\":[],\"usage\":{\"input_tokens\":5,\"output_tokens\":1}}}\n\n")
+		fmt.Fprint(w, "event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n")
+		for _, piece := range []string{"ack ", "SBX-"} {
+			fmt.Fprintf(w, "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":%q}}\n\n", piece)
+		}
+		w.(http.Flusher).Flush()
+	}))
+	t.Cleanup(up.Close)
+	g := startGateway(t, fmt.Sprintf(`providers:
+  up: {type: anthropic, base_url: %q, api_key: k}
+models:
+  - name: m
+    providers: [{provider: up, model: up}]
+auth: {token: %q}
+retries: {max_attempts: 1, max_rounds: 1}
+`, up.URL+"/v1", protoKey))
+	// Messages goes untranslated (native relay), the others translated.
+	cases := []struct {
+		name, path, body string
+		last             func(body string) bool
+	}{
+		{"gemini sse", "/v1beta/models/m:streamGenerateContent?alt=sse", inbounds[3].body(true), func(b string) bool {
+			ev := lastData(b)
+			return gjson.Get(ev, "error.status").String() == "UNAVAILABLE" && gjson.Get(ev, "error.code").Int() == 502
+		}},
+		{"gemini array", "/v1beta/models/m:streamGenerateContent", inbounds[3].body(true), func(b string) bool {
+			arr := gjson.Parse(b).Array()
+			return gjson.Valid(b) && len(arr) >= 2 && arr[len(arr)-1].Get("error.status").String() == "UNAVAILABLE"
+		}},
+		{"responses", "/v1/responses", inbounds[1].body(true), func(b string) bool {
+			return gjson.Get(lastData(b), "type").String() == "response.failed"
+		}},
+		{"messages", "/v1/messages", inbounds[2].body(true), func(b string) bool {
+			return gjson.Get(lastData(b), "type").String() == "error"
+		}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			a := g.post(c.path, c.body, "Authorization", "Bearer "+protoKey)
+			if a.Status != 200 || !strings.Contains(protoStreamText(a.Body)+a.Body, "ack ") || !c.last(a.Body) {
+				t.Fatalf("status %d, want the first tokens then the protocol's error event last:\n%s", a.Status, a.Body)
+			}
+		})
+	}
+}
+
+// lastData is the data of a stream's last SSE event.
+func lastData(body string) string {
+	last := ""
+	for _, line := range strings.Split(body, "\n") {
+		if d, ok := strings.CutPrefix(line, "data: "); ok {
+			last = d
+		}
+	}
+	return last
 }
