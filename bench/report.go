@@ -328,10 +328,30 @@ func rows(rep *Report, m *ModeResult) []row {
 	return out
 }
 
+// smokeNote says what a smoke run's figures are worth: it is printed
+// above and below its table, whose targets are not judged.
+const smokeNote = "SMOKE RUN: these figures mean nothing. Each mode ran for a fraction of a second at low load, " +
+	"only to check that the harness works; no target is judged. Run ./scripts/bench without --smoke to measure."
+
+// verdict marks a target: ok or MISS, or n/a in a smoke run.
+func verdict(r *Report, c Check, miss string) string {
+	switch {
+	case r.Smoke:
+		return "n/a"
+	case c.Pass:
+		return "ok"
+	}
+	return miss
+}
+
 // writeText prints the table for a terminal.
 func writeText(w io.Writer, r *Report) {
 	fmt.Fprintf(w, "\nSwitchboard benchmark  %s  %d CPUs (%s)  %s  elapsed %.0f s%s\n", r.Date, r.CPUs, r.CPUModel, r.GoVersion,
 		r.ElapsedSec, map[bool]string{true: "  SMOKE (figures mean nothing)", false: ""}[r.Smoke])
+	if r.Smoke {
+		fmt.Fprintf(w, "%s\n", smokeNote)
+		defer fmt.Fprintf(w, "\n%s\n", smokeNote)
+	}
 	for _, m := range r.Modes {
 		fmt.Fprintf(w, "\n%s: %s\n", m.Name, m.Title)
 		if m.Skipped != "" {
@@ -345,13 +365,16 @@ func writeText(w io.Writer, r *Report) {
 	}
 	fmt.Fprintf(w, "\nTargets (ratios against the baseline in this run):\n")
 	for _, c := range r.Checks {
-		fmt.Fprintf(w, "  %-4s %-48s %-16s %-10s %8s  %s\n", map[bool]string{true: "ok", false: "MISS"}[c.Pass], c.Name, c.Mode, c.Want, fnum(c.Value), c.Detail)
+		fmt.Fprintf(w, "  %-4s %-48s %-16s %-10s %8s  %s\n", verdict(r, c, "MISS"), c.Name, c.Mode, c.Want, fnum(c.Value), c.Detail)
 	}
 }
 
 // writeMarkdown renders the same tables for BENCHMARKS.md.
 func writeMarkdown(w io.Writer, r *Report) {
 	fmt.Fprintf(w, "Measured %s on %d CPUs (%s), %s, Linux %s; whole run %.0f s.\n", r.Date, r.CPUs, r.CPUModel, r.GoVersion, r.Kernel, r.ElapsedSec)
+	if r.Smoke {
+		fmt.Fprintf(w, "\n**%s**\n", smokeNote)
+	}
 	for _, m := range r.Modes {
 		fmt.Fprintf(w, "\n#### %s — %s\n\n", m.Name, m.Title)
 		if m.Skipped != "" {
@@ -365,7 +388,7 @@ func writeMarkdown(w io.Writer, r *Report) {
 	}
 	fmt.Fprintf(w, "\n#### Targets\n\n| | target | mode | wanted | measured | detail |\n|---|---|---|---|---:|---|\n")
 	for _, c := range r.Checks {
-		fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s |\n", map[bool]string{true: "ok", false: "**MISS**"}[c.Pass], c.Name, c.Mode, c.Want, fnum(c.Value), c.Detail)
+		fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s |\n", verdict(r, c, "**MISS**"), c.Name, c.Mode, c.Want, fnum(c.Value), c.Detail)
 	}
 }
 

@@ -87,6 +87,13 @@ func flagSet(name string, stdout, stderr io.Writer) *flags {
 	return &flags{FlagSet: fs, stdout: stdout, stderr: stderr}
 }
 
+// given reports whether the flag name was set on the command line.
+func (f *flags) given(name string) bool {
+	set := false
+	f.Visit(func(fl *flag.Flag) { set = set || fl.Name == name })
+	return set
+}
+
 // parse parses args; ok=false: the command ends with code.
 func (f *flags) parse(args []string) (code int, ok bool) {
 	err := f.Parse(args)

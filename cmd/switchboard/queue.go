@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"time"
 
 	"switchboard/internal/config"
@@ -66,7 +67,8 @@ func startQueue(ctx context.Context, srv *server.Server, cfg *config.Config, rol
 // queueCmd is the operator's view of the shared queue.
 func queueCmd(args []string, stdout, stderr io.Writer) int {
 	fs := flagSet("queue", stdout, stderr)
-	path := fs.String("config", envOr("CONFIG_FILE", "config/config.yaml"), "config file naming redis.url (env CONFIG_FILE)")
+	path := fs.String("config", envOr("CONFIG_FILE", "config/config.yaml"),
+		"config file naming redis.url (env CONFIG_FILE); without one, SWITCHBOARD_REDIS_URL alone will do")
 	limit := fs.Int("limit", 100, "dlq list: at most this many entries")
 	words, code, ok := fs.parseWords(args)
 	if !ok {
@@ -81,8 +83,14 @@ func queueCmd(args []string, stdout, stderr io.Writer) int {
 	}
 	cfg, err := config.Load(*path)
 	if err != nil {
-		fmt.Fprintln(stderr, err)
-		return 1
+		// No file where none was named: the operator's shell may know the
+		// fleet's Redis by SWITCHBOARD_REDIS_URL alone.
+		env, ok := config.RedisFromEnvironment()
+		if !ok || !errors.Is(err, os.ErrNotExist) || fs.given("config") || os.Getenv("CONFIG_FILE") != "" {
+			fmt.Fprintln(stderr, err)
+			return 1
+		}
+		cfg = env
 	}
 	if !cfg.Redis.Enabled() {
 		fmt.Fprintln(stderr, "the config has no redis.url (or SWITCHBOARD_REDIS_URL): there is no shared queue")

@@ -54,6 +54,9 @@ type Config struct {
 
 	// Path is the file the config was read from ("" when parsed from bytes).
 	Path string `yaml:"-"`
+	// Sum is the SHA-256 of the bytes read from Path (zero when parsed
+	// from bytes): the config watcher's baseline.
+	Sum [32]byte `yaml:"-"`
 
 	// models indexes Models by name for Model; built by Parse.
 	models map[string]*Model
@@ -359,6 +362,10 @@ type Auth struct {
 	// file's resolved path (for a reload watcher); filled by Load.
 	FileKeys map[string]*KeySpec `yaml:"-"`
 	KeysPath string              `yaml:"-"`
+	// KeysSum is the SHA-256 of the keys file's bytes this config was
+	// built from: a watcher's baseline, so a write after the read is a
+	// change even when the watch starts later.
+	KeysSum [32]byte `yaml:"-"`
 }
 
 // Enabled reports whether callers must present a gateway key: a token or

@@ -81,6 +81,12 @@ func (p *Plane) RunJob(ctx context.Context, d *queue.Delivery) {
 			p.refuseJob(d, "this worker's config does not know the job's API key")
 			return
 		}
+	} else if snap.Config.Auth.Enabled() || p.Admission.Keys().Enabled() {
+		// No key would run the job as auth-off's identity: unlimited,
+		// unbilled and an operator. A worker that requires keys never
+		// runs a keyless job (an ingress with auth off, or a forged record).
+		p.refuseJob(d, "the job carries no API key and this worker's config requires one")
+		return
 	}
 	jc := &Job{ID: id, Left: d.Deadline.Sub(d.Now)}
 	ctx, cancel := context.WithCancelCause(ctx)

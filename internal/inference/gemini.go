@@ -58,7 +58,7 @@ func (s *Plane) GeminiModel(w http.ResponseWriter, r *http.Request, snap *snapsh
 		return
 	}
 	stream := method == geminiStream
-	in := s.prepareFor(w, r, snap, id, front.Gemini, model, stream)
+	in := s.prepareFor(w, r, snap, id, front.Gemini, provider.GenerateContent, model, stream)
 	if in == nil {
 		return
 	}

@@ -17,7 +17,7 @@ import (
 // the others (anthropic, gemini, the clouds) get its chat translation, and
 // the answer comes back as a Response object or the full event stream.
 func (s *Plane) Responses(w http.ResponseWriter, r *http.Request, snap *snapshot.Snapshot, id *tenant.Identity) {
-	in := s.prepare(w, r, snap, id, front.OpenAI)
+	in := s.prepare(w, r, snap, id, front.OpenAI, provider.Responses)
 	if in == nil {
 		return
 	}

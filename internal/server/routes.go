@@ -41,11 +41,12 @@ func (s *Server) routes() *http.ServeMux {
 	mux.HandleFunc("/v1beta/models", get(s.authed(inf.GeminiModels)))
 	mux.HandleFunc("/v1beta/models/{name...}", s.authed(inf.GeminiModel))
 	// The operator plane: views every caller may open (each shows a
-	// tenant its own part), then the admin API.
-	mux.HandleFunc("/v1/health/detail", get(s.authed(s.op.HealthDetail)))
-	mux.HandleFunc("/v1/usage", get(s.authed(s.op.Usage)))
+	// tenant its own part; auth.admin_token opens them too), then the
+	// admin API.
+	mux.HandleFunc("/v1/health/detail", get(s.viewer(s.op.HealthDetail)))
+	mux.HandleFunc("/v1/usage", get(s.viewer(s.op.Usage)))
 	mux.HandleFunc("/dashboard", get(s.op.Dashboard))
-	mux.HandleFunc("/dashboard/data", get(s.authed(s.op.DashboardData)))
+	mux.HandleFunc("/dashboard/data", get(s.viewer(s.op.DashboardData)))
 	s.adminRoutes(mux)
 	mux.HandleFunc("/", front.NotFound)
 	return mux
