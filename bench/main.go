@@ -11,6 +11,7 @@
 //	bench compare a.json b.json ...       medians of the targets over runs
 //	bench soak --gateway PATH [--duration 10m]   long mixed load with faults: leaks?
 //	bench hedge --gateway PATH            TTFT tail with hedging off and on (see hedge.go)
+//	bench cache --gateway PATH            a cache hit's latency against the bare proxy's (see cache.go)
 //	bench ledger --gateway PATH --store sqlite|redis [--requests N]   the long metered run (see ledger.go)
 //
 // Every part runs in its own process so that each one's CPU time and RSS
@@ -54,10 +55,12 @@ func dispatch(args []string) int {
 		return soakMain(args)
 	case "hedge":
 		return hedgeMain(args)
+	case "cache":
+		return cacheMain(args)
 	case "ledger":
 		return ledgerMain(args)
 	}
-	fmt.Fprintf(os.Stderr, "bench: unknown command %q (run, upstream, baseline, loadgen, report, compare, soak, hedge, ledger)\n", cmd)
+	fmt.Fprintf(os.Stderr, "bench: unknown command %q (run, upstream, baseline, loadgen, report, compare, soak, hedge, cache, ledger)\n", cmd)
 	return 2
 }
 

@@ -40,6 +40,9 @@ type ModeResult struct {
 	// started, after waiting QuietWaitSec for the machine to calm down.
 	ForeignBefore float64 `json:"foreign_cores_at_start"`
 	QuietWaitSec  float64 `json:"quiet_wait_sec"`
+	// Spans are a traced mode's span counters (the gateway's exported,
+	// dropped and failed; the sink's exports and bytes).
+	Spans map[string]float64 `json:"spans,omitempty"`
 }
 
 // TargetResult is one target's figures in one mode.
@@ -125,6 +128,14 @@ func addedRatio(gw, bl float64) float64 { return gw / math.Max(bl, 0.01) }
 // the baseline measured in the same run.
 func checks(r *Report) []Check {
 	var out []Check
+	// Tracing's cost: the traced mode's gateway/baseline throughput over
+	// the untraced mode's (each against the baseline of its own run).
+	if plain, traced := r.mode("closed-lo"), r.mode("traced-closed"); plain != nil && traced != nil {
+		p := ratio(plain.Targets["gateway"].RPS, plain.Targets["baseline"].RPS)
+		t := ratio(traced.Targets["gateway"].RPS, traced.Targets["baseline"].RPS)
+		out = append(out, Check{Name: "throughput with tracing on vs off", Mode: traced.Name, Want: ">= 0.90", Value: ratio(t, p),
+			Detail: fmt.Sprintf("gateway/baseline %.3f traced, %.3f untraced; %.0f spans dropped", t, p, traced.Spans["dropped"])})
+	}
 	for _, role := range []string{"closed-lo", "closed-hi"} {
 		if m := r.mode(role); m != nil {
 			g, b := m.Targets["gateway"], m.Targets["baseline"]

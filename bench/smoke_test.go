@@ -129,6 +129,22 @@ func TestSmoke(t *testing.T) {
 		t.Error(err)
 	}
 
+	// The cache mode, on the same binary: the hit target is all hits, the
+	// miss target none.
+	cr, err := Cache(CacheOptions{Gateway: gw, Out: out, Self: []string{self}, Requests: 30, Concurrency: []int{2}, Progress: testWriter{t}})
+	if err != nil {
+		t.Fatalf("cache mode: %v", err)
+	}
+	if len(cr.Runs) != 6 {
+		t.Fatalf("cache mode ran %d targets, want 6", len(cr.Runs))
+	}
+	for _, r := range cr.Runs {
+		want := map[string]int{"proxy": 0, "hit": r.Requests, "miss": 0}[r.Target]
+		if r.Errors > 0 || r.P50 <= 0 || r.Hits != want {
+			t.Errorf("cache %s stream=%v: errors %d, p50 %v ms, %d hits (want %d)", r.Target, r.Stream, r.Errors, r.P50, r.Hits, want)
+		}
+	}
+
 	// The ledger mode, briefly, on each store it runs on: every request
 	// served and counted, its cost settled exactly, nothing held.
 	for _, st := range []string{meterSQLite, meterRedis} {

@@ -34,7 +34,7 @@ var commands = []command{
 	{"usage", []string{
 		"switchboard usage [summary] [--group-by DIMS] [FILTERS] [--format table|csv|jsonl|json] [SOURCE]",
 		"switchboard usage requests [FILTERS] [--limit N] [--cursor C] [--format table|csv|jsonl|json] [SOURCE]",
-		"  FILTERS: [--from T] [--to T] [--tenant T] [--key-id ID] [--model M] [--served-model M] [--provider P] [--status S]",
+		"  FILTERS: [--from T] [--to T] [--tenant T] [--key-id ID] [--model M] [--served-model M] [--provider P] [--status S] [--tag K:V]",
 		"  SOURCE: [--db FILE | --state-dir DIR | --config FILE] or --url URL [--key KEY]"},
 		"query the usage log: sums of requests, tokens and cost, or the requests themselves; from its file or a gateway's admin API"},
 	{"healthcheck", []string{"switchboard healthcheck [--url URL] [--timeout DURATION]"},

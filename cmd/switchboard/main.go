@@ -246,6 +246,12 @@ func serve(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	defer closeUsage()
+	closeCache, err := openCache(cfg, stateDir, srv, log)
+	if err != nil {
+		log.Error("cannot open the response cache", "store", cacheStoreKind(cfg), "error", err.Error())
+		return 1
+	}
+	defer closeCache()
 	if rs, ok := st.(*store.Redis); ok {
 		// A fleet: provider health is shared too (see docs/fleet.md).
 		srv.JoinFleet(rs)
@@ -281,10 +287,22 @@ func serve(args []string, stdout, stderr io.Writer) int {
 		go srv.FollowAdmin(ctx)
 	}
 	go reloadOnSignal(ctx, reloadSignals(), reload)
+	stopTracing, err := startTracing(cfg, srv, log)
+	if err != nil {
+		log.Error("cannot start tracing", "error", err.Error())
+		return 1
+	}
+	defer stopTracing()
 	waitQueue, ok := startQueue(ctx, srv, cfg, *roleName, log)
 	if !ok {
 		return 1
 	}
+	stopAlerts, err := startAlerts(ctx, cfg, st, srv, log)
+	if err != nil {
+		log.Error("cannot start alerts", "error", err.Error())
+		return 1
+	}
+	defer stopAlerts()
 	watches.Set(watchedFiles(*path, cfg))
 	bg := make(chan struct{})
 	go srv.SaveEvery(stateDir, 30*time.Second, bg)

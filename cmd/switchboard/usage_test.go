@@ -57,7 +57,7 @@ func TestUsageCommandLocal(t *testing.T) {
 		{"the state dir's file", []string{"usage", "--state-dir", dir, "--config", filepath.Join(dir, "none.yaml"), "--format", "json"}, 0,
 			[]string{`"requests": 6`, `"cost_nano_usd": 21000`}, nil},
 		{"csv by day and model", []string{"usage", "summary", "--db", path, "--group-by", "day,model", "--format", "csv", "--tenant", "acme"}, 0,
-			[]string{"day,model,requests,prompt_tokens,completion_tokens,cost_nano_usd,cost_usd,held_nano_usd,unpriced_requests\n", "2026-05-04,m2,2,20,10,10000,0.00001,0,0\n", "2026-05-04,m1,2,20,10,4000,0.000004,0,0\n"}, nil},
+			[]string{"day,model,requests,prompt_tokens,completion_tokens,cost_nano_usd,cost_usd,held_nano_usd,unpriced_requests,cache_hits,saved_nano_usd\n", "2026-05-04,m2,2,20,10,10000,0.00001,0,0,0,0\n", "2026-05-04,m1,2,20,10,4000,0.000004,0,0,0,0\n"}, nil},
 		{"4xx only", []string{"usage", "--db", path, "--status", "4xx", "--format", "jsonl"}, 0, []string{`"requests":1`, `"cost_nano_usd":3000`}, nil},
 		{"requests as jsonl", []string{"usage", "requests", "--db", path, "--model", "m2", "--format", "jsonl"}, 0,
 			[]string{`"request_id":"req_f"`, `"request_id":"req_b"`, `"ttft_ms":45`}, nil},
@@ -172,7 +172,7 @@ auth: {keys: {sk-admin: {tenant: ops, role: admin}, sk-t: {tenant: t}}}
 		{"gateway sums", []string{"usage", "--url", ts.URL, "--group-by", "model,served_model"},
 			[]*regexp.Regexp{regexp.MustCompile(`(?m)^\s*model\s+served_model\s+requests`), regexp.MustCompile(`(?m)^\s*small\s+big\s+1\s`), regexp.MustCompile(`(?m)^\s*small\s+small\s+1\s`)}, nil},
 		{"file csv", []string{"usage", "requests", "--db", path, "--format", "csv", "--served-model", "big"},
-			[]*regexp.Regexp{regexp.MustCompile(`(?m),unpriced,served_model$`), regexp.MustCompile(`(?m),small,b1,[^\n]*,big$`)}, nil},
+			[]*regexp.Regexp{regexp.MustCompile(`(?m),unpriced,served_model,cache_hit,saved_nano_usd,tags$`), regexp.MustCompile(`(?m),small,b1,[^\n]*,big,false,0,$`)}, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -223,4 +223,23 @@ func TestUsageCommandRawClientText(t *testing.T) {
 			t.Errorf("%v prints the raw name: %q", args, s)
 		}
 	}
+}
+
+// TestUsageCommandTags: --group-by tag:<key> sums by a tag's value and
+// --tag selects the rows carrying it; rows print their tags.
+func TestUsageCommandTags(t *testing.T) {
+	path, db := usageFixture(t)
+	at := time.Date(2026, 5, 4, 20, 0, 0, 0, time.UTC)
+	if err := db.Insert(context.Background(),
+		usagelog.Row{Time: at, RequestID: "req_t1", Tenant: "acme", Model: "m1", Status: 200, CostNano: 7000, Tags: map[string]string{"team": "search"}},
+		usagelog.Row{Time: at, RequestID: "req_t2", Tenant: "acme", Model: "m1", Status: 200, CostNano: 9000, Tags: map[string]string{"team": "ads", "feature": "x"}},
+	); err != nil {
+		t.Fatal(err)
+	}
+	runCLICases(t, []cliCase{
+		{"sums by team", []string{"usage", "--db", path, "--group-by", "tag:team", "--format", "csv"}, 0,
+			[]string{"tag:team,requests,", "ads,1,0,0,9000,", "search,1,0,0,7000,", ",6,60,30,21000,"}, nil},
+		{"one team's rows", []string{"usage", "requests", "--db", path, "--tag", "team:ads"}, 0, []string{"req_t2", "feature=x,team=ads"}, nil},
+		{"bad tag", []string{"usage", "requests", "--db", path, "--tag", "team"}, 2, nil, []string{"--tag: want key:value"}},
+	})
 }

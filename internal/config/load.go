@@ -58,9 +58,17 @@ func parse(data []byte, filename string, getenv func(string) (string, bool)) (*C
 	routingDefaults(c)
 	l.queueDefaults(c)
 	l.usageLogDefaults(c)
+	l.tracingDefaults(c)
+	l.tagsDefaults(c)
+	l.alertsDefaults(c)
+	l.cacheDefaults(c)
 	l.validate(c)
 	l.validateQueue(c)
 	l.validateUsageLog(c)
+	l.validateTracing(c)
+	l.validateTags(c)
+	l.validateAlerts(c)
+	l.validateCache(c)
 	if c.Config.UnknownFields == UnknownWarn {
 		for _, e := range l.unknown {
 			c.Warnings = append(c.Warnings, e.Error())

@@ -36,5 +36,21 @@ func RestartNeeded(old, next *Config) []string {
 	check("usage_log.enabled", old.UsageLog.On(), next.UsageLog.On())
 	check("usage_log.path", old.UsageLog.Path, next.UsageLog.Path)
 	check("usage_log.buffer", old.UsageLog.Buffer, next.UsageLog.Buffer)
+	// The tracer is built once, at boot.
+	check("tracing", old.Tracing, next.Tracing)
+	// The cache's store and semantic index are opened at boot; its other
+	// settings apply on reload.
+	check("cache.store", old.Cache.Store, next.Cache.Store)
+	check("cache.path", old.Cache.Path, next.Cache.Path)
+	check("cache.semantic.max_entries", semanticMax(old), semanticMax(next))
 	return out
+}
+
+// semanticMax is cache.semantic.max_entries (its default without a
+// global semantic section).
+func semanticMax(c *Config) int {
+	if c.Cache.Semantic == nil {
+		return DefaultSemanticMaxEntries
+	}
+	return c.Cache.Semantic.MaxEntries
 }

@@ -38,6 +38,15 @@ type Config struct {
 	Queue       Queue                `yaml:"queue"`
 	Idempotency Idempotency          `yaml:"idempotency"`
 	UsageLog    UsageLog             `yaml:"usage_log"`
+	// Tracing exports OpenTelemetry spans (tracing.go); off by default.
+	Tracing Tracing `yaml:"tracing"`
+	// Tags reads and checks request tags (tags.go).
+	Tags Tags `yaml:"tags"`
+	// Alerts sends budget, circuit and queue events to a webhook
+	// (alerts.go); off by default.
+	Alerts Alerts `yaml:"alerts"`
+	// Cache is the response cache (cache.go); off by default.
+	Cache Cache `yaml:"cache"`
 	// Hedge starts an extra attempt when a provider is slow to answer, for
 	// every model without its own hedge: section; nil = off (see Hedge).
 	Hedge *Hedge `yaml:"hedge"`
@@ -200,6 +209,9 @@ type Model struct {
 	// Hedge overrides the global hedge: section for this model; nil = the
 	// global one (see Hedge).
 	Hedge *Hedge `yaml:"hedge"`
+	// Cache overrides the global cache: section for this model (and turns
+	// the cache on for it); nil = the global one (see Cache).
+	Cache *Cache `yaml:"cache"`
 }
 
 // ModelProvider is one provider entry of a model.

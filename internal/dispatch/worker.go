@@ -91,6 +91,7 @@ func (p *Plane) RunJob(ctx context.Context, d *queue.Delivery) {
 	jc := &Job{ID: id, Left: d.Deadline.Sub(d.Now)}
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
+	ctx, span := p.Tracer.Job(ctx, meta.Trace, meta.Path, d.ID, time.UnixMilli(meta.Enqueued), p.Clock.Now())
 	rctx := front.WithRequestID(context.WithValue(ctx, jobKey{}, jc), meta.RequestID)
 	req, err := http.NewRequestWithContext(rctx, http.MethodPost, meta.Path, bytes.NewReader(body))
 	if err != nil {
@@ -115,6 +116,7 @@ func (p *Plane) RunJob(ctx context.Context, d *queue.Delivery) {
 		}()
 		p.Jobs.ServeHTTP(jw, req)
 	}()
+	span.End(jw.status)
 	if err := jw.finish(); err != nil && !errors.Is(err, queue.ErrCanceled) {
 		p.Log.WarnContext(rctx, "queue: the job's result was not stored", "job", d.ID, "error", err.Error())
 	}

@@ -22,6 +22,7 @@ func (s *Plane) finishStream(ctx context.Context, rt *route.Route, res *proxy.Re
 	rt = servedRoute(res, rt)
 	defer s.Prober.AfterRequest(rt)
 	s.Proxy.SettleStream(ctx, res, st)
+	traceStream(res, st, outcome)
 	p := res.Candidate.Provider
 	s.Metrics.Streams.WithLabelValues(p, res.Candidate.Model, outcome).Inc()
 	if outcome != streamCompleted {
@@ -63,6 +64,7 @@ func (s *Plane) answerUnary(ctx context.Context, w http.ResponseWriter, rt *rout
 	rt = servedRoute(res, rt)
 	s.Prober.AfterRequest(rt)
 	front.WriteUnary(w, status, s.secrets().Bytes(body))
+	s.noteUnary(w, res, rt)
 	if !s.Log.Enabled(ctx, slog.LevelInfo) {
 		return
 	}

@@ -34,7 +34,7 @@ func (s *Plane) Endpoint(ep provider.Endpoint) front.Handler {
 		}
 		w, r, u := s.beginUsage(w, r, in, ep)
 		defer s.endUsage(r, u)
-		s.idempotent(w, r, front.OpenAI, in, func(w http.ResponseWriter) {
+		s.idempotent(w, r, front.OpenAI, in, s.cached(r, front.OpenAI, cacheProtocol(ep), in, func(w http.ResponseWriter) {
 			if s.queued(r) {
 				s.dispatch(w, r, front.OpenAI, ep, in)
 				return
@@ -48,7 +48,7 @@ func (s *Plane) Endpoint(ep provider.Endpoint) front.Handler {
 			defer res.Close()
 			s.advise(w, in, res)
 			s.relay(w, r, res, ep, in.rt, call.Opts.Inspect || call.Meter)
-		})
+		}))
 	}
 }
 
@@ -207,6 +207,11 @@ func (s *Plane) prepareFor(w http.ResponseWriter, r *http.Request, snap *snapsho
 		s.refusedUsage(r, id, model, stream, aerr.Status)
 		return nil
 	}
+	in := &incoming{snap: snap, id: id, body: body, model: model, stream: stream}
+	if !s.requestTags(w, r, proto, in) {
+		s.refusedUsage(r, id, model, stream, http.StatusBadRequest)
+		return nil
+	}
 	release, ref := s.Admission.Enter(r.Context(), id)
 	if ref != nil {
 		status := front.StatusClientClosed
@@ -224,7 +229,9 @@ func (s *Plane) prepareFor(w http.ResponseWriter, r *http.Request, snap *snapsho
 		s.refusedUsage(r, id, model, stream, http.StatusNotFound)
 		return nil
 	}
-	return &incoming{snap: snap, id: id, body: body, model: model, stream: stream, rt: rt, release: release}
+	in.rt, in.release = rt, release
+	s.observed(r, in)
+	return in
 }
 
 // call builds the attempt loop's input for in.

@@ -5,10 +5,11 @@
 // the body, admits it, runs it under its Idempotency-Key, hands it to
 // queue dispatch or runs the attempt loop here (with the model's
 // fallbacks), and relays the answer in the client's protocol, measuring
-// and settling it on the way; every request leaves a usage row. It may
-// call the proxy's attempt loop, routing, admission, idempotency, queue
-// dispatch, the usage log and front; never the server or the operator
-// plane.
+// and settling it on the way; a cached model's request is looked up in the
+// response cache first and a complete answer stored; every request leaves
+// a usage row. It may call the proxy's attempt loop, routing, admission,
+// idempotency, the response cache, queue dispatch, the usage log and
+// front; never the server or the operator plane.
 package inference
 
 import (
@@ -16,6 +17,8 @@ import (
 	"net/http"
 
 	"switchboard/internal/admit"
+	"switchboard/internal/alerts"
+	"switchboard/internal/cache"
 	"switchboard/internal/clock"
 	"switchboard/internal/dispatch"
 	"switchboard/internal/idempotency"
@@ -23,7 +26,9 @@ import (
 	"switchboard/internal/proxy"
 	"switchboard/internal/route"
 	"switchboard/internal/snapshot"
+	"switchboard/internal/tags"
 	"switchboard/internal/tenant"
+	"switchboard/internal/tracing"
 	"switchboard/internal/usagelog"
 )
 
@@ -50,9 +55,19 @@ type Plane struct {
 	Snap func() *snapshot.Snapshot
 	// UsageLog is the per-request usage log (nil: off).
 	UsageLog func() *usagelog.Log
+	// Cache is the response cache (nil, or returning nil: no model is
+	// cached); the snapshot holds each cached model's policy.
+	Cache func() *cache.Cache
 	// Cutting reports that the drain bound was reached and the remaining
 	// connections are being closed: streams ending now were cut.
 	Cutting func() bool
+	// Tracer traces requests (nil: off); the server's front starts each
+	// request's span, the plane annotates it.
+	Tracer *tracing.Tracer
+	// Meter counts spend by the configured tag keys.
+	Meter *tags.Meter
+	// Alerts is the budget alert notifier (nil, or returning nil: off).
+	Alerts func() *alerts.Notifier
 }
 
 // incoming is one parsed client request holding a preparation slot.
@@ -64,6 +79,8 @@ type incoming struct {
 	stream  bool
 	rt      *route.Route
 	release func()
+	// tags are the request's (X-Switchboard-Tags, metadata), checked.
+	tags tags.Set
 }
 
 // queued reports whether this request is to be enqueued rather than run

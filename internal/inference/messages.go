@@ -40,13 +40,13 @@ func (s *Plane) Messages(w http.ResponseWriter, r *http.Request, snap *snapshot.
 			return
 		}
 	}
-	s.idempotent(w, r, front.Anthropic, in, func(w http.ResponseWriter) {
+	s.idempotent(w, r, front.Anthropic, in, s.cached(r, front.Anthropic, cacheProtocol(provider.Messages), in, func(w http.ResponseWriter) {
 		if s.queued(r) {
 			s.dispatch(w, r, front.Anthropic, provider.Messages, in)
 			return
 		}
 		s.messagesLocal(w, r, in, tr)
-	})
+	}))
 }
 
 // messagesLocal runs a Messages request here and writes its answer; tr is
@@ -124,6 +124,7 @@ func (s *Plane) endMessagesStream(w http.ResponseWriter, r *http.Request, rt *ro
 	timedOut := lim.end()
 	outcome := s.streamOutcome(r.Context(), err, timedOut)
 	s.finishStream(r.Context(), rt, res, st, outcome)
+	s.noteStream(w, res, rt, st, outcome)
 	switch outcome {
 	case streamTimeout:
 		_ = sse.NewWriter(w).Event("error", front.ErrorBody(front.Anthropic, &front.Error{Status: http.StatusGatewayTimeout, Message: lim.message()}))

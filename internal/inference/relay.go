@@ -62,6 +62,7 @@ func (s *Plane) relay(w http.ResponseWriter, r *http.Request, res *proxy.Result,
 	timedOut := lim.end()
 	outcome := s.streamOutcome(r.Context(), err, timedOut)
 	s.finishStream(r.Context(), rt, res, st, outcome)
+	s.noteStream(w, res, rt, st, outcome)
 	if outcome == streamAbandoned || outcome == streamCut {
 		return // the client is gone; its cancellation ended the upstream read
 	}

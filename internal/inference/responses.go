@@ -37,7 +37,7 @@ func (s *Plane) Responses(w http.ResponseWriter, r *http.Request, snap *snapshot
 			b.stream = func(model string) translate.ClientStream { return ri.Stream(model) }
 		}
 	}
-	s.idempotent(w, r, front.OpenAI, in, func(w http.ResponseWriter) {
+	s.idempotent(w, r, front.OpenAI, in, s.cached(r, front.OpenAI, cacheProtocol(provider.Responses), in, func(w http.ResponseWriter) {
 		if s.queued(r) {
 			s.dispatch(w, r, front.OpenAI, provider.Responses, in)
 			return
@@ -56,7 +56,7 @@ func (s *Plane) Responses(w http.ResponseWriter, r *http.Request, snap *snapshot
 			return
 		}
 		s.serveBridged(w, r, in, b)
-	})
+	}))
 }
 
 // allNative reports whether every provider of rt takes a body of protocol

@@ -34,9 +34,13 @@ type overviewKey struct {
 	Tenant string `json:"tenant"`
 	Role   string `json:"role"`
 	Origin string `json:"origin"`
-	// Requests and CostNano over the last 24 h, from the usage log.
-	Requests int64 `json:"requests_24h"`
-	CostNano int64 `json:"cost_nano_usd_24h"`
+	// Requests and CostNano over the last 24 h, from the usage log;
+	// CacheHits of them answered by the response cache, which saved
+	// SavedNano.
+	Requests  int64 `json:"requests_24h"`
+	CostNano  int64 `json:"cost_nano_usd_24h"`
+	CacheHits int64 `json:"cache_hits_24h"`
+	SavedNano int64 `json:"saved_nano_usd_24h"`
 	// Limits and Spend: the key's own limits (with what remains) and
 	// budget used, in its own ledger, as /v1/usage's key; absent when the
 	// key has none.
@@ -52,13 +56,16 @@ type overviewTenant struct {
 	Limits        map[string]admit.Counter `json:"limits"`
 	RequestsToday int64                    `json:"requests_today"`
 	Spend         *admit.SpendView         `json:"spend"`
-	// Requests24h and CostNano24h come from the usage log.
-	Requests24h int64 `json:"requests_24h"`
-	CostNano24h int64 `json:"cost_nano_usd_24h"`
+	// Requests24h and CostNano24h come from the usage log, as do the
+	// response cache's hits and what they saved.
+	Requests24h  int64 `json:"requests_24h"`
+	CostNano24h  int64 `json:"cost_nano_usd_24h"`
+	CacheHits24h int64 `json:"cache_hits_24h"`
+	SavedNano24h int64 `json:"saved_nano_usd_24h"`
 }
 
 // Overview serves GET /admin/v1/overview.
-func (s *Plane) Overview(w http.ResponseWriter, r *http.Request, _ *snapshot.Snapshot, _ *tenant.Identity) {
+func (s *Plane) Overview(w http.ResponseWriter, r *http.Request, snap *snapshot.Snapshot, _ *tenant.Identity) {
 	ctx, cancel := context.WithTimeout(r.Context(), queryTimeout)
 	defer cancel()
 	now := s.Clock.Now()
@@ -95,7 +102,7 @@ func (s *Plane) Overview(w http.ResponseWriter, r *http.Request, _ *snapshot.Sna
 			}
 			g := byKey[id.KeyID]
 			keys = append(keys, overviewKey{ID: id.KeyID, Name: id.KeyName, Tenant: id.Label(), Role: role, Origin: id.Origin,
-				Requests: g.Requests, CostNano: g.CostNano})
+				Requests: g.Requests, CostNano: g.CostNano, CacheHits: g.CacheHits, SavedNano: g.SavedNano})
 		}
 	}
 	keysTotal := len(keys)
@@ -129,7 +136,8 @@ func (s *Plane) Overview(w http.ResponseWriter, r *http.Request, _ *snapshot.Sna
 		}
 		g := byTenant[id.Label()]
 		tenants = append(tenants, overviewTenant{Tenant: id.Label(), Keys: perTenant[id.Tenant], Limits: u.Limits,
-			RequestsToday: u.RequestsToday, Spend: u.Spend, Requests24h: g.Requests, CostNano24h: g.CostNano})
+			RequestsToday: u.RequestsToday, Spend: u.Spend, Requests24h: g.Requests, CostNano24h: g.CostNano,
+			CacheHits24h: g.CacheHits, SavedNano24h: g.SavedNano})
 	}
 	slices.SortFunc(tenants, func(a, b overviewTenant) int {
 		if c := cmp.Compare(b.CostNano24h, a.CostNano24h); c != 0 {
@@ -148,5 +156,18 @@ func (s *Plane) Overview(w http.ResponseWriter, r *http.Request, _ *snapshot.Sna
 	}
 	front.WriteJSON(w, http.StatusOK, map[string]any{"object": "overview", "timestamp": now.UnixMilli(), "since": since.UnixMilli(),
 		"usage_log": logOn, "tenants": tenants, "tenants_total": len(all), "tenants_truncated": len(all) > MaxDashTenants,
-		"keys": keys, "keys_total": keysTotal, "keys_truncated": keysTotal > MaxOverviewKeys, "usage_by_model": points})
+		"keys": keys, "keys_total": keysTotal, "keys_truncated": keysTotal > MaxOverviewKeys, "usage_by_model": points,
+		"alerts": s.overviewAlerts(ctx), "tag_keys": tagKeys(snap.Config),
+		"cache": cacheOverview(byTenant)})
+}
+
+// cacheOverview is the admin page's cache line: the response cache's hits
+// in the last 24 h over every tenant, and what they saved.
+func cacheOverview(byTenant map[string]usagelog.Group) map[string]any {
+	var hits, saved int64
+	for _, g := range byTenant {
+		hits += g.CacheHits
+		saved += g.SavedNano
+	}
+	return map[string]any{"hits_24h": hits, "saved_nano_usd_24h": saved}
 }

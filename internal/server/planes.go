@@ -4,9 +4,12 @@ import (
 	"context"
 
 	"switchboard/internal/admin"
+	"switchboard/internal/cache"
+	"switchboard/internal/config"
 	"switchboard/internal/dispatch"
 	"switchboard/internal/idempotency"
 	"switchboard/internal/queue"
+	"switchboard/internal/snapshot"
 	"switchboard/internal/tenant"
 	"switchboard/internal/usagelog"
 )
@@ -18,7 +21,7 @@ import (
 // ingress starts its subscription at once.
 func (s *Server) JoinQueue(q *queue.Queue, role dispatch.Role) {
 	s.queueing = &dispatch.Plane{Q: q, Role: role, Log: s.Log, Clock: s.Clock, Metrics: s.Metrics, Snap: s.Snapshot,
-		Selector: s.selector, Admission: s.admission(), Jobs: s.inf.Jobs()}
+		Selector: s.selector, Admission: s.admission(), Jobs: s.inf.Jobs(), Tracer: s.obs.tracer}
 	s.op.QueueDetail = s.queueing.Detail
 	s.inf.Dispatch = s.queueing
 	s.queueing.Join()
@@ -56,4 +59,26 @@ func (s *Server) FollowAdmin(ctx context.Context) {
 	if s.op.Admin != nil {
 		s.op.Admin.Run(ctx)
 	}
+}
+
+// SetCache sets the response cache before the first Apply (default: an
+// in-memory one, made when a config first caches a model).
+func (s *Server) SetCache(c *cache.Cache) { s.cache.Store(c) }
+
+// Cache is the response cache (nil before any model cached).
+func (s *Server) Cache() *cache.Cache { return s.cache.Load() }
+
+// applyCache makes the in-memory response cache when snap's config is the
+// first to cache a model and the command set none (a reload that turns
+// caching on; serve opens the configured store at boot).
+func (s *Server) applyCache(snap *snapshot.Snapshot) {
+	if len(snap.Cache) == 0 || s.cache.Load() != nil {
+		return
+	}
+	max := config.DefaultSemanticMaxEntries
+	if sem := snap.Config.Cache.Semantic; sem != nil {
+		max = sem.MaxEntries
+	}
+	s.cache.Store(cache.New(cache.Options{Store: cache.NewMemory(s.Clock.Now), Index: cache.NewMemoryIndex(max, s.Clock.Now),
+		Clock: s.Clock, Log: s.Log, Registerer: s.Metrics.Registry}))
 }

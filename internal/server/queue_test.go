@@ -36,6 +36,13 @@ type replica struct {
 // spaces) to its queue section.
 func startQueued(t *testing.T, srv *redistest.Server, yaml, queueLines string, roles ...dispatch.Role) []*replica {
 	t.Helper()
+	return startQueuedWith(t, srv, yaml, queueLines, nil, roles...)
+}
+
+// startQueuedWith is startQueued with setup run on each Server before its
+// queue starts (nil: none).
+func startQueuedWith(t *testing.T, srv *redistest.Server, yaml, queueLines string, setup func(*Server), roles ...dispatch.Role) []*replica {
+	t.Helper()
 	yaml += "redis: {url: \"" + srv.URL + "\"}\nqueue:\n  mode: redis\n" + queueLines
 	cfg, err := config.Parse([]byte(yaml), "queue.yaml")
 	if err != nil {
@@ -57,6 +64,9 @@ func startQueued(t *testing.T, srv *redistest.Server, yaml, queueLines string, r
 		s := New(log, nil, nil)
 		s.SetIdempotency(idempotency.NewRedis(c, idempotency.LimitsOf(&cfg.Idempotency)))
 		s.Apply(cfg)
+		if setup != nil {
+			setup(s)
+		}
 		ctx, cancel := context.WithCancel(context.Background())
 		wait := s.StartQueue(ctx, queue.New(c, queue.OptionsOf(&cfg.Queue)), role)
 		stop := func() { cancel(); wait() }

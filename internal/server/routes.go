@@ -11,7 +11,7 @@ import (
 )
 
 // Handler returns the gateway's routes behind its middleware.
-func (s *Server) Handler() http.Handler { return s.wrap(s.routes()) }
+func (s *Server) Handler() http.Handler { return s.wrap(s.traced(s.routes())) }
 
 // routes is the route table. Routes carry no method in their pattern: a
 // wrong method gets the gateway's own 405 in the client's error shape,

@@ -25,6 +25,7 @@ import (
 
 	"switchboard/internal/admin"
 	"switchboard/internal/admit"
+	"switchboard/internal/cache"
 	"switchboard/internal/clock"
 	"switchboard/internal/config"
 	"switchboard/internal/connlimit"
@@ -47,6 +48,7 @@ import (
 	"switchboard/internal/route"
 	"switchboard/internal/snapshot"
 	"switchboard/internal/store"
+	"switchboard/internal/tags"
 	"switchboard/internal/usagelog"
 )
 
@@ -72,6 +74,8 @@ type Server struct {
 	op *operator.Plane
 	// usage is the per-request usage log (nil: off).
 	usage atomic.Pointer[usagelog.Log]
+	// cache is the response cache (nil until a config caches a model).
+	cache atomic.Pointer[cache.Cache]
 	proxy *proxy.Proxy
 	// selector applies each model's routing policy (its Busy is the
 	// proxy's in-flight count).
@@ -86,6 +90,9 @@ type Server struct {
 	stopping atomic.Bool
 	// conns caps the listener Serve accepts on (nil before Serve).
 	conns atomic.Pointer[connlimit.Listener]
+
+	// obs is tracing, tags and alerts (observe.go).
+	obs observe
 
 	mu        sync.Mutex // guards instances during Apply only
 	reloadMu  sync.Mutex // serialises Reload
@@ -109,6 +116,7 @@ func New(log *slog.Logger, clk clock.Clock, client *http.Client) *Server {
 	s.Health = health.New(clk, health.Settings{Threshold: 3, Window: time.Minute, Cooldown: time.Minute, DefaultPause: time.Minute})
 	s.Health.OnTransition(s.logTransition)
 	s.Metrics = metrics.New()
+	s.obs.meter = tags.NewMeter(s.Metrics.Registry)
 	s.Metrics.WatchProviders(s.providerStates)
 	s.Stats = route.NewStats(clk, 5*time.Minute)
 	s.Prober = &route.Prober{Stats: s.Stats, Health: s.Health, Clock: clk, Log: log,
@@ -125,7 +133,8 @@ func New(log *slog.Logger, clk clock.Clock, client *http.Client) *Server {
 	s.proxy.Busy = s.selector.Busy
 	s.Prober.Serving = s.selector.Preferred // e.g. lowest_latency probes the others, not the one it uses
 	s.inf = &inference.Plane{Log: log, Clock: clk, Metrics: s.Metrics, Stats: s.Stats, Prober: s.Prober, Selector: s.selector,
-		Proxy: s.proxy, Snap: s.Snapshot, UsageLog: s.UsageLog, Cutting: s.cutting.Load}
+		Proxy: s.proxy, Snap: s.Snapshot, UsageLog: s.UsageLog, Cache: s.Cache, Cutting: s.cutting.Load,
+		Meter: s.obs.meter, Alerts: s.obs.alerts.Load}
 	s.op = &operator.Plane{Log: log, Clock: clk, Health: s.Health, Stats: s.Stats, Selector: s.selector,
 		UsageLog: s.UsageLog, Draining: func() bool { return s.stopping.Load() || s.draining.Load() }}
 	return s
@@ -191,10 +200,12 @@ func (s *Server) Apply(cfg *config.Config) {
 	if s.queueing != nil {
 		s.queueing.Q.SetOptions(queue.OptionsOf(&cfg.Queue))
 	}
+	s.applyObserve(cfg)
 	s.proxy.Buffers.SetLimit(cfg.Limits.MaxBufferedBytes)
 	s.Stats.SetWindow(cfg.Performance.SampleWindow.D())
 	s.Prober.SetMaxPerMinute(cfg.Performance.ProbeMaxPerMinute)
 	snap := snapshot.New(cfg, table, s.Clock.Now())
+	s.applyCache(snap)
 	s.snap.Store(snap)
 	if l := s.conns.Load(); l != nil {
 		l.SetMax(maxConnections(cfg))

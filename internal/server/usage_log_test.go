@@ -271,7 +271,7 @@ func TestAdminUsageAPI(t *testing.T) {
 	a = g.get("/admin/v1/usage?group_by=tenant,model&tenant=acme&format=csv", admin...)
 	lines := strings.Split(strings.TrimSpace(a.Body), "\n")
 	if a.Status != 200 || !strings.HasPrefix(a.Header.Get("Content-Type"), "text/csv") ||
-		lines[0] != "tenant,model,requests,prompt_tokens,completion_tokens,cost_nano_usd,cost_usd,held_nano_usd,unpriced_requests" || len(lines) != 3 {
+		lines[0] != "tenant,model,requests,prompt_tokens,completion_tokens,cost_nano_usd,cost_usd,held_nano_usd,unpriced_requests,cache_hits,saved_nano_usd" || len(lines) != 3 {
 		t.Fatalf("%d %q\n%s", a.Status, a.Header.Get("Content-Type"), a.Body)
 	}
 	a = g.get("/admin/v1/usage?group_by=day&format=jsonl&status=4xx", admin...)

@@ -16,7 +16,11 @@ package usagelog
 
 import (
 	"encoding/json"
+	"slices"
+	"strings"
 	"time"
+
+	"switchboard/internal/tags"
 )
 
 // Row is one request.
@@ -55,6 +59,14 @@ type Row struct {
 	TTFTMs     *int64 `json:"ttft_ms"`
 	DurationMs int64  `json:"duration_ms"`
 	Stream     bool   `json:"stream"`
+	// Tags are the request's tags (X-Switchboard-Tags or metadata); nil
+	// when it had none.
+	Tags map[string]string `json:"tags,omitempty"`
+	// CacheHit: the response cache answered (no provider call, cost 0);
+	// SavedNano is what the stored answer originally cost (0 when its
+	// price was unknown).
+	CacheHit  bool  `json:"cache_hit"`
+	SavedNano int64 `json:"saved_nano_usd"`
 }
 
 // MarshalJSON adds cost_usd beside the exact nano-USD amount (null when
@@ -68,9 +80,10 @@ func (r Row) MarshalJSON() ([]byte, error) {
 	}
 	return json.Marshal(struct {
 		plain
-		Time    string   `json:"time"`
-		CostUSD *float64 `json:"cost_usd"`
-	}{plain(r), r.Time.UTC().Format(time.RFC3339Nano), cost})
+		Time     string   `json:"time"`
+		CostUSD  *float64 `json:"cost_usd"`
+		SavedUSD float64  `json:"saved_usd"`
+	}{plain(r), r.Time.UTC().Format(time.RFC3339Nano), cost, usd(r.SavedNano)})
 }
 
 func usd(nano int64) float64 { return float64(nano) / 1e9 }
@@ -86,10 +99,24 @@ type Filter struct {
 	Status      int
 	// StatusClass selects 2, 4 or 5 (2xx, 4xx, 5xx) when Status is 0.
 	StatusClass int
+	// Tags selects rows carrying every one of these tags.
+	Tags tags.Set
 }
 
-// Dimensions usage can be grouped by.
+// Dimensions usage can be grouped by; besides these, "tag:<key>" groups
+// by a tag's value (rows without the tag form the group "").
 var Dimensions = []string{"tenant", "key", "model", "served_model", "provider", "status", "day", "hour"}
+
+// TagDimension is the prefix of a tag dimension.
+const TagDimension = "tag:"
+
+// validDimension reports one of Dimensions or tag:<a valid key>.
+func validDimension(d string) bool {
+	if k, ok := strings.CutPrefix(d, TagDimension); ok {
+		return tags.ValidKey(k)
+	}
+	return slices.Contains(Dimensions, d)
+}
 
 // Group is one group's sums. Keys holds the group's value per dimension
 // asked for (days and hours as UTC "2006-01-02" and "2006-01-02T15").
@@ -102,6 +129,10 @@ type Group struct {
 	HeldNano         int64
 	// Unpriced counts the requests with usage of no known price.
 	Unpriced int64
+	// CacheHits counts the requests the response cache answered;
+	// SavedNano is what their answers originally cost.
+	CacheHits int64
+	SavedNano int64
 }
 
 // MarshalJSON flattens the keys beside the sums.
@@ -117,5 +148,8 @@ func (g Group) MarshalJSON() ([]byte, error) {
 	m["cost_usd"] = usd(g.CostNano)
 	m["held_nano_usd"] = g.HeldNano
 	m["unpriced_requests"] = g.Unpriced
+	m["cache_hits"] = g.CacheHits
+	m["saved_nano_usd"] = g.SavedNano
+	m["saved_usd"] = usd(g.SavedNano)
 	return json.Marshal(m)
 }

@@ -222,13 +222,17 @@ func TestOpenUpgradesOlderSchemas(t *testing.T) {
 	const (
 		unpricedCol = ",\n\tunpriced          INTEGER NOT NULL DEFAULT 0"
 		servedCol   = ",\n\tserved_model      TEXT NOT NULL DEFAULT ''"
+		tagsCol     = ",\n\ttags              TEXT"
+		cacheCols   = ",\n\tcache_hit         INTEGER NOT NULL DEFAULT 0,\n\tsaved_nano        INTEGER NOT NULL DEFAULT 0"
 	)
 	tests := []struct {
 		name string
 		drop []string // columns the older version lacked
 	}{
-		{"first version", []string{servedCol, unpricedCol}},
-		{"before served_model", []string{servedCol}},
+		{"first version", []string{cacheCols, tagsCol, servedCol, unpricedCol}},
+		{"before served_model", []string{cacheCols, tagsCol, servedCol}},
+		{"before tags", []string{cacheCols, tagsCol}},
+		{"before cache_hit", []string{cacheCols}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
