@@ -144,13 +144,13 @@ func (s *Plane) serveBridged(w http.ResponseWriter, r *http.Request, in *incomin
 		s.answerUnary(r.Context(), w, rt, res, http.StatusOK, out)
 		return
 	}
-	s.relayTranslated(r, res, rt, b.sinkFor(w), b.stream, inspect)
+	s.relayTranslated(w, r, res, rt, b.sinkFor(w), b.stream, inspect)
 }
 
 // relayTranslated relays a chat stream through the client's translator
 // (made by newStream for the model the stream names, else the
 // provider's), measuring it, and ends it in the client's protocol.
-func (s *Plane) relayTranslated(r *http.Request, res *proxy.Result, rt *route.Route, sink eventSink,
+func (s *Plane) relayTranslated(w http.ResponseWriter, r *http.Request, res *proxy.Result, rt *route.Route, sink eventSink,
 	newStream func(model string) translate.ClientStream, inspect bool) {
 	model := res.Candidate.Model
 	for i := range res.Held {
@@ -169,6 +169,7 @@ func (s *Plane) relayTranslated(r *http.Request, res *proxy.Result, rt *route.Ro
 	timedOut := lim.end()
 	outcome := s.streamOutcome(r.Context(), err, timedOut)
 	s.finishStream(r.Context(), rt, res, st, outcome)
+	s.noteStream(w, res, rt, st, outcome)
 	s.endStream(r, res, sink, outcome, lim, err, cs.Fail)
 }
 
@@ -197,6 +198,7 @@ func (s *Plane) relayNative(w http.ResponseWriter, r *http.Request, res *proxy.R
 	}
 	outcome := s.streamOutcome(r.Context(), err, timedOut)
 	s.finishStream(r.Context(), rt, res, st, outcome)
+	s.noteStream(w, res, rt, st, outcome)
 	s.endStream(r, res, sink, outcome, lim, err, func(status int, body []byte) []translate.Event {
 		return []translate.Event{{Data: translate.ErrorToGemini(status, body)}}
 	})

@@ -113,7 +113,7 @@ func (s *Plane) messagesLocal(w http.ResponseWriter, r *http.Request, in *incomi
 		return
 	}
 	front.StartStream(w)
-	s.relayTranslated(r, res, rt, sseSink{sse.NewWriter(w)}, func(model string) translate.ClientStream {
+	s.relayTranslated(w, r, res, rt, sseSink{sse.NewWriter(w)}, func(model string) translate.ClientStream {
 		return translate.NewMessagesStream(model)
 	}, call.Opts.Inspect || call.Meter)
 }
