@@ -26,12 +26,22 @@ const maxIdempotencyKey = 255
 // idempotent runs serve under in's Idempotency-Key, if any, or answers by
 // itself (replay, conflict, bad key, wait over) without calling serve.
 func (s *Plane) idempotent(w http.ResponseWriter, r *http.Request, proto front.Protocol, in *incoming, serve func(http.ResponseWriter)) {
-	key := r.Header.Get("Idempotency-Key")
-	if key == "" || s.Idempotency == nil || dispatch.JobOf(r.Context()) != nil {
+	keys := r.Header.Values("Idempotency-Key")
+	if len(keys) == 0 || s.Idempotency == nil || dispatch.JobOf(r.Context()) != nil {
 		serve(w)
 		return
 	}
-	if len(key) > maxIdempotencyKey || strings.ContainsFunc(key, func(c rune) bool { return c < 0x21 || c > 0x7e }) {
+	// Two lines (or an empty one) name no single key: taking the first
+	// would replay one request's answer for another the client meant to
+	// run apart, so the ambiguity is refused.
+	key := keys[0]
+	if len(keys) > 1 {
+		e := front.Invalid("send Idempotency-Key once: this request has several")
+		e.Param = "Idempotency-Key"
+		front.WriteError(w, proto, e)
+		return
+	}
+	if key == "" || len(key) > maxIdempotencyKey || strings.ContainsFunc(key, func(c rune) bool { return c < 0x21 || c > 0x7e }) {
 		e := front.Invalid("Idempotency-Key must be 1 to 255 printable ASCII characters")
 		e.Param = "Idempotency-Key"
 		front.WriteError(w, proto, e)

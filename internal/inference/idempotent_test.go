@@ -76,3 +76,39 @@ func TestIdempotencyWaitRunsOnTheClock(t *testing.T) {
 		advanced++
 	}
 }
+
+// An Idempotency-Key header that names no single key (two lines, or an
+// empty value) is refused in the client's protocol without running the
+// request, rather than silently using the first line or no key at all.
+func TestIdempotencyKeyAmbiguousRefused(t *testing.T) {
+	p := &Plane{Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Clock: clock.NewFake(time.Now()), Metrics: metrics.New(),
+		Idempotency: idempotency.NewMemory(idempotency.Limits{TTL: time.Hour, MaxEntries: 10, MaxBytes: 1 << 20, MaxTotal: 1 << 20}, nil)}
+	cfg := &config.Config{}
+	cfg.Timeouts.Request = config.Duration(30 * time.Second)
+	in := &incoming{snap: &snapshot.Snapshot{Config: cfg}, body: []byte(`{"model":"m"}`)}
+	for _, tc := range []struct {
+		name   string
+		values []string
+		proto  front.Protocol
+		status int
+	}{
+		{"two lines", []string{"a", "b"}, front.OpenAI, http.StatusBadRequest},
+		{"same twice", []string{"a", "a"}, front.Anthropic, http.StatusBadRequest},
+		{"empty", []string{""}, front.OpenAI, http.StatusBadRequest},
+		{"one", []string{"a"}, front.OpenAI, http.StatusOK},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := httptest.NewRequest(http.MethodPost, "/v1/chat/completions", nil)
+			r.Header["Idempotency-Key"] = tc.values
+			w := httptest.NewRecorder()
+			served := false
+			p.idempotent(w, r, tc.proto, in, func(w http.ResponseWriter) { served = true; w.WriteHeader(http.StatusOK) })
+			if w.Code != tc.status || served != (tc.status == http.StatusOK) {
+				t.Fatalf("status %d served %v, want %d: %s", w.Code, served, tc.status, w.Body)
+			}
+			if tc.status != http.StatusOK && !gjson.Get(w.Body.String(), "error.message").Exists() {
+				t.Fatalf("not an error in the client's protocol: %s", w.Body)
+			}
+		})
+	}
+}
