@@ -91,6 +91,9 @@ func EndFailedStream(sw *sse.Writer, proto Protocol, ep provider.Endpoint, msg s
 	switch {
 	case proto == Anthropic:
 		_ = sw.Event("error", ErrorBody(Anthropic, &Error{Status: http.StatusBadGateway, Message: msg}))
+	case proto == Gemini:
+		// Gemini ends a failed stream with an error object as the next event.
+		_ = sw.Data(ErrorBody(Gemini, &Error{Status: http.StatusBadGateway, Message: msg}))
 	case ep == provider.Responses:
 		_ = sw.Event("response.failed", ResponsesFailed("upstream_stopped", msg))
 		_ = sw.Done()

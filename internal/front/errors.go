@@ -30,6 +30,8 @@ const (
 	OpenAI Protocol = iota
 	// Anthropic: {"type":"error","error":{"type","message"}}.
 	Anthropic
+	// Gemini: {"error":{"code","message","status"}} (Google's shape).
+	Gemini
 )
 
 // Error is a gateway-made error. One writer turns it into the client's
@@ -73,6 +75,9 @@ func WriteError(w http.ResponseWriter, proto Protocol, e *Error) {
 
 // ErrorBody is e as a JSON body in proto's error shape.
 func ErrorBody(proto Protocol, e *Error) []byte {
+	if proto == Gemini {
+		return translate.GeminiError(e.Status, e.Message)
+	}
 	if proto == Anthropic {
 		inner := map[string]any{"type": translate.AnthropicErrors.For(e.Status), "message": e.Message}
 		if e.Detail != nil {

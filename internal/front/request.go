@@ -49,16 +49,22 @@ func (h LogHandler) WithGroup(n string) slog.Handler      { return LogHandler{h.
 const StatusClientClosed = 499
 
 // ProtocolOf is the protocol of r's path: Anthropic for /v1/messages,
+// Gemini for /v1beta/ and a model method (/v1/models/{m}:generateContent),
 // else OpenAI.
 func ProtocolOf(r *http.Request) Protocol {
-	if strings.HasPrefix(r.URL.Path, "/v1/messages") {
+	p := r.URL.Path
+	switch {
+	case strings.HasPrefix(p, "/v1/messages"):
 		return Anthropic
+	case strings.HasPrefix(p, "/v1beta/"), strings.HasPrefix(p, "/v1/models/") && strings.Contains(p, ":"):
+		return Gemini
 	}
 	return OpenAI
 }
 
 // PresentedKey finds the client's gateway key: Authorization Bearer,
-// x-api-key or x-goog-api-key.
+// x-api-key or x-goog-api-key, and on a Gemini path the ?key= query
+// parameter (Google's API key convention).
 func PresentedKey(r *http.Request) string {
 	if a := r.Header.Get("Authorization"); a != "" {
 		if len(a) > 7 && strings.EqualFold(a[:7], "bearer ") {
@@ -68,7 +74,13 @@ func PresentedKey(r *http.Request) string {
 	if k := r.Header.Get("X-Api-Key"); k != "" {
 		return k
 	}
-	return r.Header.Get("X-Goog-Api-Key")
+	if k := r.Header.Get("X-Goog-Api-Key"); k != "" {
+		return k
+	}
+	if ProtocolOf(r) == Gemini {
+		return r.URL.Query().Get("key")
+	}
+	return ""
 }
 
 // Forwarded are the client headers passed upstream; everything else

@@ -91,8 +91,11 @@ func writeFailure(w http.ResponseWriter, proto front.Protocol, f *proxy.Failure,
 		secrets.Header(h)
 		h.Set("Content-Type", "application/json")
 		body := secrets.Bytes(last.Body)
-		if proto == front.Anthropic && gjson.GetBytes(body, "type").String() != "error" {
+		switch {
+		case proto == front.Anthropic && gjson.GetBytes(body, "type").String() != "error":
 			body = translate.ErrorToAnthropic(last.Status, body)
+		case proto == front.Gemini:
+			body = translate.ErrorToGemini(last.Status, body) // kept when already Google's
 		}
 		w.WriteHeader(last.Status)
 		_, _ = w.Write(body)

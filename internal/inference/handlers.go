@@ -181,13 +181,27 @@ func forwardHeaders(r *http.Request) http.Header {
 // refusal itself (nil = answered); the caller releases the slot when the
 // answer ends.
 func (s *Plane) prepare(w http.ResponseWriter, r *http.Request, snap *snapshot.Snapshot, id *tenant.Identity, proto front.Protocol, ep provider.Endpoint) *incoming {
+	return s.prepareFor(w, r, snap, id, proto, ep, "", false)
+}
+
+// prepareFor is prepare for a protocol that names the model (and the
+// stream) in the URL, as Gemini does: urlModel, when not "", is the model
+// and urlStream the stream flag; the body needs no "model".
+func (s *Plane) prepareFor(w http.ResponseWriter, r *http.Request, snap *snapshot.Snapshot, id *tenant.Identity, proto front.Protocol,
+	ep provider.Endpoint, urlModel string, urlStream bool) *incoming {
 	body, aerr := front.ReadBody(r, w, snap.Config.Limits.MaxRequestBody, snap.Config.Limits.BodyTimeout.D())
 	if aerr != nil {
 		front.WriteError(w, proto, aerr)
-		s.refusedUsage(r, id, "", false, aerr.Status)
+		s.refusedUsage(r, id, urlModel, urlStream, aerr.Status)
 		return nil
 	}
 	model, stream, aerr := inspectBody(body, ep)
+	if urlModel != "" {
+		model, stream = urlModel, urlStream
+		if aerr != nil && aerr.Param == "model" && aerr.Code == "invalid_request" && !bytesHasKey(body, "model") {
+			aerr = nil // the URL names it
+		}
+	}
 	if aerr != nil {
 		front.WriteError(w, proto, aerr)
 		s.refusedUsage(r, id, model, stream, aerr.Status)
@@ -238,4 +252,9 @@ func (s *Plane) call(r *http.Request, in *incoming, ep provider.Endpoint, body [
 // and routing samples carry real prompt and completion counts.
 func needsUsage(snap *snapshot.Snapshot, id *tenant.Identity) bool {
 	return snap.AnyTPM || id != nil && (id.BudgetNano != nil || id.TPM != nil || id.KeyBudgetNano != nil || id.KeyTPM != nil)
+}
+
+// bytesHasKey reports whether the JSON object body has a top-level key.
+func bytesHasKey(body []byte, key string) bool {
+	return gjson.GetBytes(body, gjson.Escape(key)).Exists()
 }

@@ -1,8 +1,8 @@
 package inference
 
 import (
-	"io"
 	"net/http"
+	"strconv"
 
 	"github.com/tidwall/gjson"
 
@@ -28,25 +28,44 @@ func (s *Plane) Messages(w http.ResponseWriter, r *http.Request, snap *snapshot.
 	defer in.release()
 	w, r, u := s.beginUsage(w, r, in, provider.Messages)
 	defer s.endUsage(r, u)
-	chat, err := translate.MessagesToChat(in.body)
-	if err != nil {
-		front.WriteError(w, front.Anthropic, front.Invalid(err.Error()))
-		return
+	// Native pass-through needs no translation: an anthropic provider (or
+	// a cloud's Claude) gets the client's body with only model rewritten.
+	// The translation is made only when some provider needs it, and a
+	// refusal stands only when no provider takes the body as it is.
+	var tr *translate.Inbound
+	if !allNative(provider.Messages, in.rt) {
+		var err error
+		if tr, err = translate.FromMessages(in.body); err != nil && nativeOrder(provider.Messages, in.rt.Candidates) == nil {
+			(&bridge{proto: front.Anthropic, refusal: err}).refuse(w)
+			return
+		}
 	}
 	s.idempotent(w, r, front.Anthropic, in, s.cached(r, front.Anthropic, cacheProtocol(provider.Messages), in, func(w http.ResponseWriter) {
 		if s.queued(r) {
 			s.dispatch(w, r, front.Anthropic, provider.Messages, in)
 			return
 		}
-		s.messagesLocal(w, r, in, chat)
+		s.messagesLocal(w, r, in, tr)
 	}))
 }
 
-// messagesLocal runs a Messages request here and writes its answer.
-func (s *Plane) messagesLocal(w http.ResponseWriter, r *http.Request, in *incoming, chat []byte) {
+// messagesLocal runs a Messages request here and writes its answer; tr is
+// its translation (nil: only native providers may serve it).
+func (s *Plane) messagesLocal(w http.ResponseWriter, r *http.Request, in *incoming, tr *translate.Inbound) {
 	rt := in.rt
+	var chat []byte
+	if tr != nil {
+		chat = tr.Body
+	}
 	call := s.call(r, in, provider.Chat, chat)
 	call.Native = in.body
+	if chat == nil {
+		order := s.Selector.OrderBody(rt, in.body)
+		if order == nil {
+			order = proxy.DefaultOrder(rt)
+		}
+		call.Order = nativeOrder(provider.Messages, order)
+	}
 	res, fail := s.do(r.Context(), in, call)
 	if fail != nil {
 		s.failed(w, r, front.Anthropic, in, fail)
@@ -74,6 +93,12 @@ func (s *Plane) messagesLocal(w http.ResponseWriter, r *http.Request, in *incomi
 		s.endMessagesStream(w, r, rt, res, st, lim, err)
 		return
 	}
+	if tr == nil {
+		// Only native providers were tried; a non-native answer cannot be.
+		front.WriteError(w, front.Anthropic, &front.Error{Status: http.StatusBadGateway, Message: "no provider took the request untranslated"})
+		return
+	}
+	s.setDropped(w, r, tr.Dropped, tr.Body, res, "top_k")
 	if res.Events == nil {
 		if m := gjson.GetBytes(res.Body, "model"); m.Type == gjson.String && m.Str != "" {
 			model = m.Str // as the provider reported it
@@ -88,21 +113,9 @@ func (s *Plane) messagesLocal(w http.ResponseWriter, r *http.Request, in *incomi
 		return
 	}
 	front.StartStream(w)
-	sw := sse.NewWriter(w)
-	for i := range res.Held {
-		if m := gjson.GetBytes(res.Held[i].Data, "model"); m.Type == gjson.String && m.Str != "" {
-			model = m.Str // as the provider reported it
-			break
-		}
-	}
-	ms := translate.NewMessagesStream(model)
-	var st *track.Stream
-	if call.Opts.Inspect || call.Meter {
-		st = track.NewStream(track.Chat, res.Sent)
-	}
-	lim := s.limitStream(res)
-	err := s.translateStream(sw, res, ms, st)
-	s.endMessagesStream(w, r, rt, res, st, lim, err)
+	s.relayTranslated(w, r, res, rt, sseSink{sse.NewWriter(w)}, func(model string) translate.ClientStream {
+		return translate.NewMessagesStream(model)
+	}, call.Opts.Inspect || call.Meter)
 }
 
 // endMessagesStream records how a Messages stream ended and, when it
@@ -120,78 +133,6 @@ func (s *Plane) endMessagesStream(w http.ResponseWriter, r *http.Request, rt *ro
 	}
 }
 
-// translateStream relays a chat stream as Anthropic Messages events; nil
-// at a clean end.
-func (s *Plane) translateStream(sw *sse.Writer, res *proxy.Result, ms *translate.MessagesStream, st *track.Stream) error {
-	write := func(evs []translate.Event) bool {
-		for _, ev := range evs {
-			if sw.Event(ev.Name, ev.Data) != nil {
-				return false
-			}
-		}
-		return true
-	}
-	feed := func(ev *sse.Event) (bool, error) {
-		if ev.Done() || len(ev.Data) == 0 {
-			return true, nil
-		}
-		evs, err := ms.Chunk(ev.Data)
-		if err != nil {
-			return false, err
-		}
-		return write(evs), nil
-	}
-	// past ends the stream at its output bound: the upstream's stop for
-	// length, translated, then the message's end.
-	past := func(ev *sse.Event) bool {
-		if !res.PastBound(ev, st) {
-			return false
-		}
-		evs, _ := ms.Chunk(res.BoundChunk())
-		write(append(evs, ms.Finish()...))
-		return true
-	}
-	for i := range res.Held {
-		ev := &res.Held[i]
-		if st != nil {
-			st.See(ev, res.FirstToken)
-			if past(ev) {
-				return nil
-			}
-		}
-		if ok, err := feed(ev); err != nil {
-			return err
-		} else if !ok {
-			return errClientGone
-		}
-	}
-	for {
-		ev, err := res.Events.Next()
-		if err == io.EOF {
-			if !write(ms.Finish()) {
-				return errClientGone
-			}
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		if st != nil {
-			st.See(&ev, s.Clock.Now())
-			if past(&ev) {
-				return nil
-			}
-		}
-		ok, ferr := feed(&ev)
-		if ferr != nil {
-			return ferr
-		}
-		if !ok {
-			return errClientGone
-		}
-	}
-}
-
 // streamError ends an Anthropic stream that failed after its first byte.
 func (s *Plane) streamError(w http.ResponseWriter, r *http.Request, res *proxy.Result, err error) {
 	if r.Context().Err() != nil {
@@ -199,4 +140,20 @@ func (s *Plane) streamError(w http.ResponseWriter, r *http.Request, res *proxy.R
 	}
 	s.Log.WarnContext(r.Context(), "stream failed after the first byte", "provider", res.Candidate.Provider, "error", err.Error())
 	front.EndFailedStream(sse.NewWriter(w), front.Anthropic, provider.Messages, streamFailed(r.Context()))
+}
+
+// MessagesCountTokens serves POST /v1/messages/count_tokens: an anthropic
+// provider of the model counts (the body passed through with only model
+// rewritten); otherwise the answer is the gateway's estimate.
+func (s *Plane) MessagesCountTokens(w http.ResponseWriter, r *http.Request, snap *snapshot.Snapshot, id *tenant.Identity) {
+	in := s.prepare(w, r, snap, id, front.Anthropic, provider.Messages)
+	if in == nil {
+		return
+	}
+	defer in.release()
+	w, r, u := s.beginUsage(w, r, in, provider.MessagesCountTokens)
+	defer s.endUsage(r, u)
+	s.countTokens(w, r, in, front.Anthropic, provider.MessagesCountTokens, func(n int64) []byte {
+		return []byte(`{"input_tokens":` + strconv.FormatInt(n, 10) + `}`)
+	})
 }

@@ -22,9 +22,10 @@ func (s *Plane) Routes() []Route {
 	return []Route{
 		{"/v1/chat/completions", s.Endpoint(provider.Chat)},
 		{"/v1/completions", s.Endpoint(provider.Completions)},
-		{"/v1/responses", s.Endpoint(provider.Responses)},
+		{"/v1/responses", s.Responses},
 		{"/v1/embeddings", s.Endpoint(provider.Embeddings)},
 		{"/v1/messages", s.Messages},
+		{"/v1/messages/count_tokens", s.MessagesCountTokens},
 	}
 }
 

@@ -20,6 +20,15 @@ const (
 	// Messages is Anthropic's Messages API, used when an Anthropic client's
 	// request goes to an Anthropic provider untranslated.
 	Messages Endpoint = "messages"
+	// MessagesCountTokens is Anthropic's token count
+	// (/v1/messages/count_tokens), passed through.
+	MessagesCountTokens Endpoint = "messages/count_tokens"
+	// GenerateContent is Gemini's generateContent (streamGenerateContent
+	// when the request streams), used when a Gemini client's request goes
+	// to a gemini provider untranslated; the model is in the URL.
+	GenerateContent Endpoint = "generateContent"
+	// CountTokens is Gemini's countTokens, passed through.
+	CountTokens Endpoint = "countTokens"
 )
 
 // Limited is a provider that serves only some endpoints (the translating

@@ -139,6 +139,17 @@ func (b *bound) see(ev *sse.Event) {
 				b.model = v.Str
 			}
 		}
+	case track.Gemini:
+		if v := d.Get("responseId"); v.Type == gjson.String {
+			b.id = v.Str
+		}
+		if v := d.Get("modelVersion"); v.Type == gjson.String {
+			b.model = v.Str
+		}
+		d.Get("candidates").ForEach(func(_, c gjson.Result) bool {
+			b.mark(c.Get("index").Int(), c.Get("finishReason").Str == "")
+			return true
+		})
 	case track.Messages:
 		switch d.Get("type").Str {
 		case "content_block_start":
@@ -204,6 +215,16 @@ func (b *bound) closing() []boundEvent {
 		out = append(out, boundEvent{"message_delta", enc(map[string]any{"type": "message_delta",
 			"delta": map[string]any{"stop_reason": "max_tokens", "stop_sequence": nil}, "usage": map[string]any{"output_tokens": b.limit}})})
 		return append(out, boundEvent{"message_stop", enc(map[string]any{"type": "message_stop"})})
+	case track.Gemini:
+		if len(open) == 0 {
+			open = []int64{0}
+		}
+		var cands []map[string]any
+		for _, i := range open {
+			cands = append(cands, map[string]any{"index": i, "finishReason": "MAX_TOKENS",
+				"content": map[string]any{"role": "model", "parts": []any{}}})
+		}
+		return []boundEvent{{data: enc(map[string]any{"candidates": cands, "responseId": b.id, "modelVersion": b.model})}}
 	}
 	return nil
 }

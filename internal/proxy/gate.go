@@ -40,6 +40,8 @@ func GateFor(ep provider.Endpoint) Gate {
 		return responsesGate
 	case provider.Messages:
 		return messagesGate
+	case provider.GenerateContent:
+		return geminiGate
 	}
 	return func(*sse.Event) Verdict { return Commit }
 }
@@ -157,6 +159,45 @@ func messagesGate(ev *sse.Event) Verdict {
 		}
 	}
 	return Hold
+}
+
+// geminiGate: Gemini's events are whole GenerateContentResponses. An
+// error object fails; a part with data (text, thought, call, inline data)
+// or a finish other than STOP commits (a blocked prompt or candidate is
+// an answer in its own right); STOP with nothing before it is empty.
+func geminiGate(ev *sse.Event) Verdict {
+	if len(ev.Data) == 0 {
+		return Hold
+	}
+	if !jsoncheck.Valid(ev.Data) {
+		return Fail
+	}
+	r := gjson.Parse(unsafe.String(unsafe.SliceData(ev.Data), len(ev.Data)))
+	if r.Get("error").Exists() {
+		return Fail
+	}
+	if r.Get("promptFeedback.blockReason").String() != "" {
+		return Commit
+	}
+	v := Hold
+	r.Get("candidates").ForEach(func(_, c gjson.Result) bool {
+		c.Get("content.parts").ForEach(func(_, p gjson.Result) bool {
+			if p.Get("text").String() != "" || p.Get("functionCall").Exists() || p.Get("inlineData").Exists() ||
+				p.Get("executableCode").Exists() {
+				v = Commit
+			}
+			return v != Commit
+		})
+		switch f := c.Get("finishReason").String(); {
+		case v == Commit, f == "":
+		case f == "STOP":
+			v = Empty
+		default:
+			v = Commit
+		}
+		return v != Commit
+	})
+	return v
 }
 
 // responseHasOutput reports whether a completed Responses API answer holds

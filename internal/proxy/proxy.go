@@ -76,10 +76,15 @@ type Call struct {
 	// Body is the OpenAI-shaped request as the client sent it (or as
 	// translated from another protocol).
 	Body []byte
-	// Native, when set, is the client's Anthropic Messages body, sent
-	// untranslated to anthropic-type providers.
+	// Native, when set, is the client's body in its own protocol
+	// (NativeEndpoint's), sent untranslated to the providers that speak
+	// it (TakesNative); the others get Body. Body is nil when the client's
+	// request could not be translated: only native providers may serve.
 	Native []byte
-	Stream bool
+	// NativeEndpoint is Native's protocol: Messages (the default),
+	// GenerateContent or Responses.
+	NativeEndpoint provider.Endpoint
+	Stream         bool
 	// Header holds client headers to forward (already filtered).
 	Header http.Header
 	Route  *route.Route
@@ -127,7 +132,8 @@ type Result struct {
 	// Route is the model route that served, set by the caller when it may
 	// differ from the client's (a cross-model fallback); nil otherwise.
 	Route *route.Route
-	// Native is true when the answer is in the Anthropic Messages protocol.
+	// Native is true when the answer is in the client's own protocol
+	// (the call's NativeEndpoint), relayed untranslated.
 	Native bool
 	Status int
 	Header http.Header
@@ -581,6 +587,8 @@ func SpendUsage(u track.Usage) admit.Usage {
 // ProtocolOf is the stream protocol an endpoint answers in.
 func ProtocolOf(ep provider.Endpoint) track.Protocol {
 	switch ep {
+	case provider.GenerateContent:
+		return track.Gemini
 	case provider.Completions:
 		return track.Completions
 	case provider.Responses:
@@ -755,19 +763,34 @@ func (p *Proxy) send(ctx context.Context, c *Call, cand *route.Candidate, req *p
 // entry's headers over the forwarded client headers.
 func (p *Proxy) request(c *Call, cand *route.Candidate) (req *provider.Request, native, strip bool, _ *provider.Error) {
 	ep, body := c.Endpoint, c.Body
-	// Anthropic to Anthropic (a cloud's Claude included): the client's
-	// body, untranslated.
-	if c.Native != nil && (cand.Type == "anthropic" || provider.TakesMessages(cand.Send, cand.Model)) {
-		ep, body, native = provider.Messages, c.Native, true
+	// The client's protocol is the provider's own (Anthropic to Anthropic,
+	// a cloud's Claude included; Gemini to Gemini; Responses to OpenAI):
+	// the client's body, untranslated.
+	if c.Native != nil && TakesNative(c.NativeOf(), cand) {
+		ep, body, native = c.NativeOf(), c.Native, true
+	}
+	if body == nil {
+		// The client's request could not be translated (its handler found
+		// a native provider to try first): this one cannot serve it.
+		return nil, false, false, &provider.Error{Kind: provider.KindHTTP, Status: http.StatusBadRequest,
+			Msg: "the request cannot be translated for provider type " + cand.Type, Body: untranslatable}
 	}
 	var err error
-	if cand.ModelJSON != nil {
+	switch {
+	case ep == provider.GenerateContent || ep == provider.CountTokens:
+		// Gemini names the model in the URL (the provider's req.Model).
+	case cand.ModelJSON != nil:
 		body, err = sjson.SetRawBytes(body, "model", cand.ModelJSON)
-	} else {
+	default:
 		body, err = sjson.SetBytes(body, "model", cand.Model)
 	}
 	if err != nil {
 		return nil, false, false, &provider.Error{Kind: provider.KindBadResponse, Msg: "cannot rewrite model", Err: err}
+	}
+	if c.Native != nil && !native && DropsTopK(cand) && gjson.GetBytes(body, "top_k").Exists() {
+		// A translated Anthropic or Gemini request's top_k: OpenAI's API
+		// (and Azure's) refuses the field, and it is a sampling hint.
+		body, _ = sjson.DeleteBytes(body, "top_k")
 	}
 	if c.Meter && c.Stream && ep == provider.Chat && (cand.Type == "openai" || cand.Type == "mock" || cand.Type == "azure") {
 		body, strip = spend.WithStreamUsage(body)
@@ -953,6 +976,36 @@ func serving(order []*route.Candidate, ep provider.Endpoint) []*route.Candidate 
 		}
 	}
 	return out
+}
+
+var untranslatable = []byte(`{"error":{"message":"the request uses fields that only its own vendor's API serves, and this provider speaks another protocol","type":"invalid_request_error","param":null,"code":"untranslatable"}}`)
+
+// DropsTopK reports whether a translated request's top_k is left out for
+// cand: OpenAI's chat API and Azure's refuse the field.
+func DropsTopK(cand *route.Candidate) bool { return cand.Type == "openai" || cand.Type == "azure" }
+
+// NativeOf is the protocol of the call's Native body.
+func (c *Call) NativeOf() provider.Endpoint {
+	if c.NativeEndpoint == "" {
+		return provider.Messages
+	}
+	return c.NativeEndpoint
+}
+
+// TakesNative reports whether cand takes a body of protocol ep
+// untranslated: Messages an anthropic provider (or a cloud for Claude),
+// GenerateContent a gemini provider, Responses a provider that serves
+// the Responses API itself (openai, azure, mock).
+func TakesNative(ep provider.Endpoint, cand *route.Candidate) bool {
+	switch ep {
+	case provider.Messages:
+		return cand.Type == "anthropic" || provider.TakesMessages(cand.Send, cand.Model)
+	case provider.GenerateContent:
+		return cand.Type == "gemini"
+	case provider.Responses:
+		return provider.Serves(cand.Send, provider.Responses)
+	}
+	return false
 }
 
 // DefaultOrder is the route's primary first, then config order.

@@ -398,10 +398,10 @@ retries: {max_attempts: 1, max_rounds: 1}
 	}
 }
 
-// A provider that cannot serve the endpoint (Anthropic for /v1/responses)
-// is neither a fallback nor an attempt: the real failure of the others is
-// the answer (a 503 passed through), not its unsupported_endpoint 400.
-// Alone, it still answers for itself.
+// A provider that cannot serve the endpoint (Anthropic for
+// /v1/completions) is neither a fallback nor an attempt: the real failure
+// of the others is the answer (a 503 passed through), not its
+// unsupported_endpoint 400. Alone, it still answers for itself.
 func TestFallbackSkipsProvidersWithoutTheEndpoint(t *testing.T) {
 	g := startGateway(t, `providers:
   s1: {type: mock, mock: {tokens: 3}}
@@ -414,14 +414,14 @@ retries: {max_attempts: 1, max_rounds: 1}
 `)
 	for _, model := range []string{"a", "m"} {
 		g.mock("s1").Script(mock.Fault{Status: 503})
-		a := g.post("/v1/responses", `{"model":"`+model+`","input":"hi"}`)
+		a := g.post("/v1/completions", `{"model":"`+model+`","prompt":"hi"}`)
 		if a.Status != 503 || a.Header.Get(inference.FallbackModelHeader) != "" || strings.Contains(a.Body, "unsupported_endpoint") {
 			t.Errorf("model %s: %d fallback %q: %s", model, a.Status, a.Header.Get(inference.FallbackModelHeader), a.Body)
 		}
 	}
-	a := g.post("/v1/responses", `{"model":"c","input":"hi"}`)
+	a := g.post("/v1/completions", `{"model":"c","prompt":"hi"}`)
 	if a.Status != 400 || gjson.Get(a.Body, "error.code").String() != "unsupported_endpoint" {
-		t.Errorf("an Anthropic-only model on /v1/responses: %d %s", a.Status, a.Body)
+		t.Errorf("an Anthropic-only model on /v1/completions: %d %s", a.Status, a.Body)
 	}
 	if a := g.post("/v1/chat/completions", `{"model":"a","messages":[{"role":"user","content":"hi"}]}`); a.Status != 200 {
 		t.Errorf("chat on a: %d %s", a.Status, a.Body)

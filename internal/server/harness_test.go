@@ -24,7 +24,7 @@ type gateway struct {
 	*Server
 	URL  string
 	logs *syncBuffer
-	t    *testing.T
+	t    testing.TB
 }
 
 // syncBuffer lets the logger and the test read logs concurrently.
@@ -47,13 +47,13 @@ func (b *syncBuffer) String() string {
 
 // startGateway parses yaml (with ${UPSTREAM} style env already expanded by
 // the caller) and serves it.
-func startGateway(t *testing.T, yaml string) *gateway {
+func startGateway(t testing.TB, yaml string) *gateway {
 	t.Helper()
 	return startGatewayClock(t, yaml, nil)
 }
 
 // startGatewayClock serves yaml with an injected clock (nil = real).
-func startGatewayClock(t *testing.T, yaml string, clk clock.Clock) *gateway {
+func startGatewayClock(t testing.TB, yaml string, clk clock.Clock) *gateway {
 	t.Helper()
 	cfg, err := config.Parse([]byte(yaml), "test.yaml")
 	if err != nil {

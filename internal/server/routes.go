@@ -28,7 +28,18 @@ func (s *Server) routes() *http.ServeMux {
 		mux.HandleFunc(rt.Path, post(s.authed(rt.Serve)))
 	}
 	mux.HandleFunc("/v1/models", get(s.authed(inf.Models)))
-	mux.HandleFunc("/v1/models/{name...}", get(s.authed(inf.Model)))
+	// /v1/models/{name}: the model (GET), or a Gemini method
+	// ({model}:generateContent...) as under /v1beta.
+	mux.HandleFunc("/v1/models/{name...}", func(w http.ResponseWriter, r *http.Request) {
+		if strings.Contains(r.PathValue("name"), ":") {
+			s.authed(inf.GeminiModel)(w, r)
+			return
+		}
+		get(s.authed(inf.Model))(w, r)
+	})
+	// The Gemini API: the model list, a model, its methods.
+	mux.HandleFunc("/v1beta/models", get(s.authed(inf.GeminiModels)))
+	mux.HandleFunc("/v1beta/models/{name...}", s.authed(inf.GeminiModel))
 	// The operator plane: views every caller may open (each shows a
 	// tenant its own part; auth.admin_token opens them too), then the
 	// admin API.

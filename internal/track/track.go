@@ -24,6 +24,10 @@ const (
 	Responses
 	// Messages is Anthropic's Messages stream (native passthrough).
 	Messages
+	// Gemini is Gemini's streamGenerateContent (native passthrough): each
+	// event a whole GenerateContentResponse, no terminal event (the relay
+	// marks Clean when the stream closes without error).
+	Gemini
 )
 
 // Usage is what a provider reported, in one shape for every protocol.
@@ -117,6 +121,8 @@ func (s *Stream) See(ev *sse.Event, now time.Time) {
 		s.seeResponses(ev, now)
 	case Messages:
 		s.seeMessages(ev, now)
+	case Gemini:
+		s.seeGemini(ev.Data, now)
 	}
 }
 
@@ -427,6 +433,8 @@ func Unary(p Protocol, body []byte) Usage {
 	switch p {
 	case Responses:
 		return responsesUsage(usage)
+	case Gemini:
+		return geminiUsage(gjson.Get(unsafe.String(unsafe.SliceData(body), len(body)), "usageMetadata"))
 	case Messages:
 		u := usage
 		in, out := u.Get("input_tokens"), u.Get("output_tokens")

@@ -29,7 +29,7 @@ func New(c *config.Provider, client *http.Client) *Provider {
 // Serves implements provider.Limited: chat completions (translated) and
 // the Messages API (passed through).
 func (p *Provider) Serves(ep provider.Endpoint) bool {
-	return ep == provider.Chat || ep == provider.Messages
+	return ep == provider.Chat || ep == provider.Messages || ep == provider.MessagesCountTokens
 }
 
 // Send performs one attempt.
@@ -39,6 +39,8 @@ func (p *Provider) Send(ctx context.Context, req *provider.Request) (*provider.R
 		return p.chat(ctx, req)
 	case provider.Messages:
 		return p.passthrough(ctx, req)
+	case provider.MessagesCountTokens:
+		return Exchange(ctx, p.Upstream, req, p.URL("messages/count_tokens"), req.Body, nil, p.prep(req))
 	}
 	msg := "provider " + p.Name + " (type anthropic) cannot serve /v1/" + string(req.Endpoint)
 	return nil, provider.StatusError(http.StatusBadRequest, nil,

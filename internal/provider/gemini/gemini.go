@@ -43,11 +43,17 @@ func (p *Provider) NativeBody(req *provider.Request) (string, []byte, bool) {
 	return NativeEndpoint, t.Body(), true
 }
 
-// Serves implements provider.Limited: only chat completions.
-func (p *Provider) Serves(ep provider.Endpoint) bool { return ep == provider.Chat }
+// Serves implements provider.Limited: chat completions (translated) and
+// Gemini's own generateContent and countTokens (passed through).
+func (p *Provider) Serves(ep provider.Endpoint) bool {
+	return ep == provider.Chat || ep == provider.GenerateContent || ep == provider.CountTokens
+}
 
-// Send performs one attempt. Only chat completions can be served.
+// Send performs one attempt.
 func (p *Provider) Send(ctx context.Context, req *provider.Request) (*provider.Response, error) {
+	if req.Endpoint == provider.GenerateContent || req.Endpoint == provider.CountTokens {
+		return p.passthrough(ctx, req)
+	}
 	if req.Endpoint != provider.Chat {
 		msg := "provider " + p.Name + " (type gemini) cannot serve /v1/" + string(req.Endpoint)
 		return nil, provider.StatusError(http.StatusBadRequest, nil,
@@ -72,6 +78,51 @@ func (p *Provider) Send(ctx context.Context, req *provider.Request) (*provider.R
 			hr.Header.Set("X-Goog-Api-Key", k)
 		}
 	})
+}
+
+// passthrough sends a Gemini client's own body to the model's method and
+// relays the answer untouched (a stream as SSE, whatever form the client
+// asked for: the gateway frames it).
+func (p *Provider) passthrough(ctx context.Context, req *provider.Request) (*provider.Response, error) {
+	path := "models/" + url.PathEscape(strings.TrimPrefix(req.Model, "models/"))
+	switch {
+	case req.Endpoint == provider.CountTokens:
+		path += ":countTokens"
+	case req.Stream:
+		path += ":streamGenerateContent?alt=sse"
+	default:
+		path += ":generateContent"
+	}
+	hr, err := p.NewRequest(ctx, p.URL(path), req, req.Body)
+	if err != nil {
+		return nil, err
+	}
+	if k := p.Key(req); k != "" {
+		hr.Header.Set("X-Goog-Api-Key", k)
+	}
+	resp, err := p.Do(ctx, hr)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		return nil, provider.StatusError(resp.StatusCode, resp.Header, provider.ReadErrorBody(resp.Body))
+	}
+	ct := resp.Header.Get("Content-Type")
+	if req.Stream {
+		if !provider.IsEventStream(ct) {
+			resp.Body.Close()
+			return nil, translated.BadResponse(resp.StatusCode, "upstream answered a stream request without an event stream")
+		}
+		return &provider.Response{Status: resp.StatusCode, Header: resp.Header, Body: resp.Body, Stream: true}, nil
+	}
+	body, err := provider.ReadUnary(ctx, resp.Body)
+	if err != nil {
+		return nil, err
+	}
+	if !provider.IsJSONContentType(ct) || !jsoncheck.Valid(body) {
+		return nil, translated.BadResponse(resp.StatusCode, "upstream answered 200 with a body that is not JSON")
+	}
+	return &provider.Response{Status: resp.StatusCode, Header: resp.Header, Body: provider.NopBody(body)}, nil
 }
 
 // Translator is the request's translation for a Gemini upstream: the one
