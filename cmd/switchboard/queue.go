@@ -13,6 +13,7 @@ import (
 	"switchboard/internal/dispatch"
 	"switchboard/internal/idempotency"
 	"switchboard/internal/queue"
+	"switchboard/internal/redisconn"
 	"switchboard/internal/server"
 	"switchboard/internal/store"
 )
@@ -23,7 +24,7 @@ import (
 func openQueue(cfg *config.Config, log *slog.Logger) (*queue.Queue, error) {
 	store.QuietDriver() // the CLI's queue commands open no store
 	pool := max(64, 2*cfg.Queue.WorkerConcurrency)
-	c, err := queue.Dial(cfg.Redis.URL, cfg.Redis.CommandTimeout.D(), cfg.Redis.ConnectTimeout.D(), pool)
+	c, err := redisconn.Dial(redisconn.FromConfig(&cfg.Redis, pool))
 	if err != nil {
 		return nil, err
 	}
@@ -152,7 +153,7 @@ func queueCmd(args []string, stdout, stderr io.Writer) int {
 func openIdempotency(cfg *config.Config, st store.Store) (idempotency.Store, func(), error) {
 	lim := idempotency.LimitsOf(&cfg.Idempotency)
 	if cfg.Redis.Enabled() {
-		c, err := queue.Dial(cfg.Redis.URL, cfg.Redis.CommandTimeout.D(), cfg.Redis.ConnectTimeout.D(), 32)
+		c, err := redisconn.Dial(redisconn.FromConfig(&cfg.Redis, 32))
 		if err != nil {
 			return nil, nil, err
 		}
