@@ -146,13 +146,14 @@ func (r *Redis) admitSlots(ctx context.Context, a *Admission) (*Decision, error)
 	case ds[0].Refused != Admitted:
 		return ds[0], nil
 	}
-	d := ds[0]
-	d.Snapshots = make([]limit.Snapshot, len(a.Debits))
+	snaps := make([]limit.Snapshot, len(a.Debits))
 	for i, p := range ps {
 		for j, g := range p.idx {
-			d.Snapshots[g] = ds[i].Snapshots[j]
+			snaps[g] = ds[i].Snapshots[j]
 		}
 	}
+	d := ds[0]
+	d.Snapshots = snaps
 	return d, nil
 }
 
