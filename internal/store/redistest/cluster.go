@@ -204,7 +204,33 @@ func (c *Cluster) KillMaster(addr string) {
 		c.t.Fatalf("no live node at %s", addr)
 	}
 	victim.Kill()
+	// The survivors first agree that it failed (after the node timeout),
+	// then its replica takes its slots and the state is ok again.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		out, err := c.run(c.alive()[0].Addr, "cluster", "nodes")
+		if err == nil && failed(out, addr) {
+			break
+		}
+		if time.Now().After(deadline) {
+			c.t.Fatalf("the cluster did not mark %s failed within 30 s", addr)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 	c.WaitOK()
+}
+
+// failed reports whether CLUSTER NODES output shows addr failed (not
+// merely suspected) and serving no slot.
+func failed(nodes, addr string) bool {
+	for _, line := range strings.Split(nodes, "\n") {
+		f := strings.Fields(line)
+		if len(f) >= 8 && strings.Split(f[1], "@")[0] == addr {
+			flags := "," + f[2] + ","
+			return strings.Contains(flags, ",fail,") && len(f) == 8
+		}
+	}
+	return false
 }
 
 // Flush empties every master (between uses of one cluster).
