@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"switchboard/internal/config"
 	"switchboard/internal/health"
 	"switchboard/internal/limit"
 	"switchboard/internal/store/redistest"
@@ -180,5 +181,32 @@ func TestRedisClusterExactUnderLoad(t *testing.T) {
 	snaps, err := stores[0].Peek(ctx, now, []limit.Debit{{Key: "t:acme:rpm", Rate: perHour(50)}})
 	if err != nil || snaps[0].Remaining != 30 {
 		t.Fatalf("tenant bucket %+v %v, want 30 left", snaps, err)
+	}
+}
+
+// redis.sentinel: the store finds the primary through a sentinel and
+// decides there.
+func TestRedisSentinel(t *testing.T) {
+	primary := redistest.Start(t)
+	sentinel := redistest.StartSentinel(t, primary, "sb")
+	s, err := OpenRedis(RedisOptions{URL: "redis://ignored/0", Sentinel: config.RedisSentinel{Master: "sb", Addrs: []string{sentinel}},
+		CommandTimeout: 10 * time.Second, Log: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if !s.Available() {
+		t.Fatal("unavailable through the sentinel")
+	}
+	a := adm(time.Now(), "acme", func(a *Admission) {
+		a.Debits = []limit.Debit{{Key: "p:x:rpm", Group: "p:x", Rate: perHour(5), Cost: 1}}
+		a.Budgeted, a.Budget, a.Hold = true, 100, 10
+	})
+	if d, err := s.Admit(ctx, a); err != nil || d.Refused != Admitted || !d.Recorded {
+		t.Fatalf("%+v %v", d, err)
+	}
+	// It is the primary's data.
+	if n := rawClient(t, primary).ZCard(ctx, holdsKey("acme")).Val(); n != 1 {
+		t.Fatalf("%d live holds on the primary", n)
 	}
 }

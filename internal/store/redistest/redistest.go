@@ -31,8 +31,10 @@ type Server struct {
 	t   testing.TB
 	bin string
 	dir string
-	// extra are further server arguments (cluster mode).
-	extra []string
+	// extra are further server arguments (cluster mode); confFirst a
+	// config file given before every argument (sentinel mode).
+	extra     []string
+	confFirst string
 
 	mu  sync.Mutex
 	cmd *exec.Cmd
@@ -92,7 +94,13 @@ func (s *Server) start() error {
 	logPath := filepath.Join(s.dir, "redis.log")
 	args := []string{"--port", strconv.Itoa(s.Port), "--bind", "127.0.0.1",
 		"--save", "", "--appendonly", "no", "--dir", s.dir, "--logfile", logPath, "--daemonize", "no"}
-	cmd := exec.Command(s.bin, append(args, s.extra...)...)
+	args = append(args, s.extra...)
+	if s.confFirst != "" {
+		// A sentinel rewrites its config file and keeps no data: only
+		// the port and the log apply.
+		args = append([]string{s.confFirst, "--port", strconv.Itoa(s.Port), "--logfile", logPath}, s.extra...)
+	}
+	cmd := exec.Command(s.bin, args...)
 	if err := cmd.Start(); err != nil {
 		return err
 	}
