@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"syscall"
 	"testing"
 
 	"switchboard/internal/store/redistest"
@@ -34,23 +33,7 @@ func TestClusterProcesses(t *testing.T) {
 			"w1": startProc(t, "w1", queueYAMLAt(clusterFields(c), up.URL, "w1", ""), "worker"),
 			"w2": startProc(t, "w2", queueYAMLAt(clusterFields(c), up.URL, "w2", ""), "worker"),
 		}
-		type result struct {
-			status int
-			body   string
-			err    error
-		}
-		done := make(chan result, 1)
-		go func() {
-			s, b, err := chat(context.Background(), in.URL, "m", "slow:c1", false)
-			done <- result{s, b, err}
-		}()
-		first := up.waitCall(t, "c1", 1)
-		workers[first].signal(syscall.SIGKILL)
-		second := up.waitCall(t, "c1", 2)
-		r := <-done
-		if r.err != nil || r.status != 200 || content(r.body) != "answer c1 by "+second || second == first {
-			t.Fatalf("first %s second %s: %d %v %q", first, second, r.status, r.err, r.body)
-		}
+		_, second := killServingWorker(t, up, in, workers, "c1", false)
 		// The survivor goes on serving.
 		for i := range 10 {
 			id := fmt.Sprintf("after%d", i)
