@@ -177,7 +177,11 @@ func TestRedisClusterExactUnderLoad(t *testing.T) {
 	if ok.Load() != 20 {
 		t.Fatalf("%d admitted, want exactly the provider's 20", ok.Load())
 	}
-	// Every refusal by the provider gave the tenant's debit back.
+	// Every refusal by the provider gave the tenant's debit back. (A
+	// replica queues its take-backs before its own later calls: closing
+	// the other two sends theirs.)
+	stores[1].Close()
+	stores[2].Close()
 	snaps, err := stores[0].Peek(ctx, now, []limit.Debit{{Key: "t:acme:rpm", Rate: perHour(50)}})
 	if err != nil || snaps[0].Remaining != 30 {
 		t.Fatalf("tenant bucket %+v %v, want 30 left", snaps, err)

@@ -12,10 +12,12 @@ import (
 
 // In a Redis Cluster a script may only touch keys of one slot, and a
 // decision's keys belong to several owners (the provider's buckets, the
-// gateway's, the tenant's buckets and ledger), each tagged to its own
-// slot. So there a decision whose keys have more than one owner runs as
-// one script per owner, all sent at once (one round trip: each server
-// gets its share in the same pipeline):
+// gateway's, an issued key's, the tenant's buckets and ledger), each
+// tagged to its own slot. So there a decision whose keys have more than
+// one owner runs as one script per owner, in two round trips: the owners
+// other than the tenant first, all sent at once (each server gets its
+// share in the same pipeline), then, only if they all admitted, the
+// tenant's:
 //
 //   - each owner's script checks its buckets and applies them only if
 //     all of its own fit (the ledger's also checks the day, the live
@@ -29,7 +31,9 @@ import (
 //
 // Between a part's debit and its taking back, another request may find
 // that bucket lower than it ends up: a cluster errs towards refusing,
-// never towards admitting past a limit. A part whose reply is lost may
+// never towards admitting past a limit. Deciding the tenant last keeps
+// that to the shared buckets: a request the provider refuses never
+// holds its tenant's buckets or budget. A part whose reply is lost may
 // have applied (as on one server, nothing is read as "not charged"): the
 // parts known to have admitted are taken back and the decision falls
 // back as for any lost reply (in process unbudgeted, 503 budgeted).
@@ -105,23 +109,31 @@ func (r *Redis) admitSlots(ctx context.Context, a *Admission) (*Decision, error)
 	}
 	cctx, cancel := r.cmdCtx(ctx)
 	defer cancel()
-	r.p.doAll(cctx, calls)
 	ds := make([]*Decision, len(ps))
 	var lost error
-	for i, c := range calls {
-		xs[i].release()
-		if c.err != nil {
-			lost = c.err
-			continue
+	decide := func(from, to int) {
+		r.p.doAll(cctx, calls[from:to])
+		for i := from; i < to; i++ {
+			c := calls[i]
+			xs[i].release()
+			xs[i] = nil
+			if c.err != nil {
+				lost = c.err
+				continue
+			}
+			d, err := decodeDecision(c.v, subs[i])
+			if err != nil {
+				r.log.Error("redis admission reply unreadable", "error", err.Error())
+				lost = err
+				continue
+			}
+			ds[i] = d
 		}
-		d, err := decodeDecision(c.v, subs[i])
-		if err != nil {
-			r.log.Error("redis admission reply unreadable", "error", err.Error())
-			lost = err
-			continue
-		}
-		ds[i] = d
 	}
+	// The other owners' buckets first, together; the ledger only once
+	// they all fit, so that requests those buckets refuse never hold the
+	// tenant's buckets or budget meanwhile.
+	decide(1, len(ps))
 	// The first refusing bucket in the debits' order, as one script
 	// would have reported it; else the ledger's refusal.
 	refusal := -1
@@ -132,6 +144,14 @@ func (r *Redis) admitSlots(ctx context.Context, a *Admission) (*Decision, error)
 				refusal, first = i, g
 			}
 		}
+	}
+	if lost == nil && refusal < 0 {
+		decide(0, 1)
+		if d := ds[0]; d != nil && d.Refused == RefusedRate {
+			refusal, first = 0, ps[0].idx[d.Index]
+		}
+	} else {
+		xs[0].release()
 	}
 	if lost != nil || refusal >= 0 || ds[0].Refused != Admitted {
 		r.takeBack(a, ps, subs, ds)
