@@ -67,6 +67,10 @@ type Mode struct {
 	// false); it is on by default, in a fresh STATE_DIR per mode. Paired
 	// with the same mode on, it is the usage log's cost.
 	NoUsageLog bool `json:"no_usage_log,omitempty"`
+	// Traced turns tracing on (sample ratio 1) with an OTLP/HTTP sink in
+	// the harness (traced.go); paired with the same mode untraced, it is
+	// tracing's cost.
+	Traced bool `json:"traced,omitempty"`
 }
 
 // plan is the list of modes. The full plan fits ./scripts/bench in under
@@ -92,6 +96,7 @@ func plan(smoke bool) []Mode {
 			{Role: "metered-sqlite-nolog", Kind: kindClosed, Conc: 4, Duration: d, Slices: 1, Meter: meterSQLite, NoUsageLog: true},
 			{Role: "queue-open", Kind: kindOpen, Rate: 50, Duration: d, Slices: 1, Queue: true},
 			{Role: "queue-stream-open", Kind: kindStreamOpen, Rate: 30, Duration: d, Slices: 1, Tokens: 5, Interval: 5 * time.Millisecond, Queue: true},
+			{Role: "traced-closed", Kind: kindClosed, Conc: 4, Duration: d, Slices: 1, Traced: true},
 		}
 	}
 	// The metered modes get 6 s per target (three slices of 2 s) to keep
@@ -120,6 +125,10 @@ func plan(smoke bool) []Mode {
 		{Role: "queue-open", Kind: kindOpen, Rate: 100, Duration: md, Slices: 3, Queue: true},
 		{Role: "stream-open-50", Kind: kindStreamOpen, Rate: 50, Duration: md, Slices: 3, Tokens: 50, Interval: 20 * time.Millisecond},
 		{Role: "queue-stream-open", Kind: kindStreamOpen, Rate: 50, Duration: md, Slices: 3, Tokens: 50, Interval: 20 * time.Millisecond, Queue: true},
+		// Tracing's cost: closed-lo and stream-open-50 again with every
+		// request traced.
+		{Role: "traced-closed", Kind: kindClosed, Conc: 16, Duration: d, Slices: 4, Traced: true},
+		{Role: "traced-stream-open", Kind: kindStreamOpen, Rate: 50, Duration: md, Slices: 3, Tokens: 50, Interval: 20 * time.Millisecond, Traced: true},
 	}
 }
 
@@ -146,6 +155,10 @@ func (m *Mode) fill() {
 		m.Name += "-nolog"
 		m.Title += ", usage log off"
 	}
+	if m.Traced {
+		m.Name += "-traced"
+		m.Title += ", tracing on (sample_ratio 1, OTLP/HTTP to a sink in the harness)"
+	}
 	if m.Queue {
 		m.Name = "queue-" + m.Name
 		m.Title += ", queue.mode: redis (one gateway process, role all, Redis on loopback)"
@@ -155,11 +168,11 @@ func (m *Mode) fill() {
 	}
 }
 
-// selected reports whether --only names m: its role, its name, or
-// "metered" for every metered mode.
+// selected reports whether --only names m: its role, its name,
+// "metered" for every metered mode or "traced" for every traced one.
 func selected(only []string, m Mode) bool {
 	return len(only) == 0 || slices.Contains(only, m.Role) || slices.Contains(only, m.Name) ||
-		(m.Meter != "" && slices.Contains(only, "metered"))
+		(m.Meter != "" && slices.Contains(only, "metered")) || (m.Traced && slices.Contains(only, "traced"))
 }
 
 // child is one process of the run.
@@ -200,7 +213,8 @@ type harness struct {
 	up      *child
 	base    *child
 	gw      *child
-	redis   *child // metered redis modes only
+	redis   *child    // metered redis modes only
+	sink    *otlpSink // traced modes only, started with the first
 	pprof   string
 	targets []*target
 	report  *Report
@@ -645,6 +659,10 @@ func (h *harness) runMode(mi int, m Mode, mr *ModeResult) error {
 	}
 	for _, t := range h.targets {
 		mr.Targets[t.name] = finish(m, t, accs[t.name])
+	}
+	if m.Traced {
+		mr.Spans = h.traceStats()
+		fmt.Fprintln(h.o.Progress, traceLine(m.Name, mr.Spans))
 	}
 	return nil
 }

@@ -87,6 +87,16 @@ func (h *harness) writeGatewayConfig(m Mode, upURL string) (string, error) {
 	if m.NoUsageLog {
 		body += "usage_log:\n  enabled: false\n"
 	}
+	if m.Traced {
+		if h.sink == nil {
+			s, err := startSink()
+			if err != nil {
+				return "", err
+			}
+			h.sink = s
+		}
+		body += tracingConfig(h.sink.url)
+	}
 	if m.Queue {
 		if h.redis == nil {
 			return "", fmt.Errorf("queue mode without a redis-server")

@@ -6,7 +6,6 @@ import (
 
 	"switchboard/internal/admin"
 	"switchboard/internal/config"
-	"switchboard/internal/redisconn"
 	"switchboard/internal/server"
 	"switchboard/internal/store"
 )
@@ -21,7 +20,7 @@ func openAdminStore(ctx context.Context, cfg *config.Config, st store.Store, srv
 	closeFn = func() {}
 	switch db := store.SQLiteDB(st); {
 	case cfg.Redis.Enabled():
-		c, err := redisconn.Dial(redisconn.FromConfig(&cfg.Redis, 8))
+		c, err := dialRedis(&cfg.Redis, 8)
 		if err != nil {
 			return false, nil, err
 		}

@@ -34,7 +34,7 @@ var commands = []command{
 	{"usage", []string{
 		"switchboard usage [summary] [--group-by DIMS] [FILTERS] [--format table|csv|jsonl|json] [SOURCE]",
 		"switchboard usage requests [FILTERS] [--limit N] [--cursor C] [--format table|csv|jsonl|json] [SOURCE]",
-		"  FILTERS: [--from T] [--to T] [--tenant T] [--key-id ID] [--model M] [--served-model M] [--provider P] [--status S]",
+		"  FILTERS: [--from T] [--to T] [--tenant T] [--key-id ID] [--model M] [--served-model M] [--provider P] [--status S] [--tag K:V]",
 		"  SOURCE: [--db FILE | --state-dir DIR | --config FILE] or --url URL [--key KEY]"},
 		"query the usage log: sums of requests, tokens and cost, or the requests themselves; from its file or a gateway's admin API"},
 	{"healthcheck", []string{"switchboard healthcheck [--url URL] [--timeout DURATION]"},
@@ -85,6 +85,13 @@ func flagSet(name string, stdout, stderr io.Writer) *flags {
 	fs.SetOutput(stderr) // the flag package's own error line
 	fs.Usage = func() {} // parse prints the usage, to the right stream
 	return &flags{FlagSet: fs, stdout: stdout, stderr: stderr}
+}
+
+// given reports whether the flag name was set on the command line.
+func (f *flags) given(name string) bool {
+	set := false
+	f.Visit(func(fl *flag.Flag) { set = set || fl.Name == name })
+	return set
 }
 
 // parse parses args; ok=false: the command ends with code.

@@ -40,6 +40,9 @@ func TestHealthcheck(t *testing.T) {
 		stderr string
 	}{
 		{"healthy", []string{"healthcheck", "--url", ok.URL + "/health"}, "", 0, "ok", ""},
+		{"a base URL, as usage --url takes", []string{"healthcheck", "--url", ok.URL}, "", 0, ok.URL + "/health ok", ""},
+		{"a base URL with a slash", []string{"healthcheck", "--url", ok.URL + "/"}, "", 0, ok.URL + "/health ok", ""},
+		{"a base URL behind a prefix", []string{"healthcheck", "--url", ok.URL + "/sb"}, "", 1, "", ok.URL + "/sb/health answered 404"},
 		{"default URL reads PORT", []string{"healthcheck"}, okPort, 0, "127.0.0.1:" + okPort + "/health ok", ""},
 		{"unhealthy status", []string{"healthcheck", "--url", sick.URL + "/health"}, "", 1, "", "answered 503"},
 		{"nobody listening", []string{"healthcheck", "--url", "http://" + closed + "/health"}, "", 1, "", "healthcheck:"},

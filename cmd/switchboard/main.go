@@ -23,6 +23,7 @@ import (
 	"net/http/pprof"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -34,6 +35,7 @@ import (
 	reloadpkg "switchboard/internal/reload"
 	"switchboard/internal/server"
 	"switchboard/internal/store"
+	"switchboard/internal/visible"
 )
 
 func main() {
@@ -132,11 +134,9 @@ func check(args []string, stdout, stderr io.Writer) int {
 			code = 1
 			continue
 		}
-		for _, w := range cfg.Warnings {
-			fmt.Fprintln(stdout, "warning:", w)
-		}
-		for _, w := range admit.BudgetWarnings(cfg) {
-			fmt.Fprintln(stdout, "warning:", w)
+		// Warnings name the file's own keys: escaped, as errors are.
+		for _, w := range slices.Concat(cfg.Warnings, admit.BudgetWarnings(cfg)) {
+			fmt.Fprintln(stdout, "warning:", visible.Escape(w))
 		}
 		fmt.Fprintf(stdout, "%s: ok (%s, %s)\n", p, plural(len(cfg.Providers), "provider"), plural(len(cfg.Models), "model"))
 	}
@@ -281,10 +281,22 @@ func serve(args []string, stdout, stderr io.Writer) int {
 		go srv.FollowAdmin(ctx)
 	}
 	go reloadOnSignal(ctx, reloadSignals(), reload)
+	stopTracing, err := startTracing(cfg, srv, log)
+	if err != nil {
+		log.Error("cannot start tracing", "error", err.Error())
+		return 1
+	}
+	defer stopTracing()
 	waitQueue, ok := startQueue(ctx, srv, cfg, *roleName, log)
 	if !ok {
 		return 1
 	}
+	stopAlerts, err := startAlerts(ctx, cfg, st, srv, log)
+	if err != nil {
+		log.Error("cannot start alerts", "error", err.Error())
+		return 1
+	}
+	defer stopAlerts()
 	watches.Set(watchedFiles(*path, cfg))
 	bg := make(chan struct{})
 	go srv.SaveEvery(stateDir, 30*time.Second, bg)
@@ -358,16 +370,23 @@ func setLevel(v *slog.LevelVar, s string) {
 
 // watchedFiles are the files a config reloads from and its poll interval
 // (performance.config_poll_interval; 0 = no watching).
-func watchedFiles(path string, cfg *config.Config) (time.Duration, map[string]string) {
+func watchedFiles(path string, cfg *config.Config) (time.Duration, map[string]string, map[string][]byte) {
 	interval := 2 * time.Second
 	if poll := cfg.Performance.ConfigPollInterval; poll != nil {
 		interval = poll.D()
 	}
 	files := map[string]string{path: "file change"}
+	// The baselines are the bytes the config was built from, so a write
+	// that lands while a reload applies is still seen.
+	sums := map[string][]byte{}
+	if cfg.Path == path {
+		sums[path] = cfg.Sum[:]
+	}
 	if kp := cfg.Auth.KeysPath; kp != "" {
 		files[kp] = "keys file change"
+		sums[kp] = cfg.Auth.KeysSum[:]
 	}
-	return interval, files
+	return interval, files, sums
 }
 
 // reloadSignals subscribes to SIGHUP and SIGUSR1 now, on the caller's

@@ -7,13 +7,13 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"time"
 
 	"switchboard/internal/config"
 	"switchboard/internal/dispatch"
 	"switchboard/internal/idempotency"
 	"switchboard/internal/queue"
-	"switchboard/internal/redisconn"
 	"switchboard/internal/server"
 	"switchboard/internal/store"
 )
@@ -24,7 +24,7 @@ import (
 func openQueue(cfg *config.Config, log *slog.Logger) (*queue.Queue, error) {
 	store.QuietDriver() // the CLI's queue commands open no store
 	pool := max(64, 2*cfg.Queue.WorkerConcurrency)
-	c, err := redisconn.Dial(redisconn.FromConfig(&cfg.Redis, pool))
+	c, err := dialRedis(&cfg.Redis, pool)
 	if err != nil {
 		return nil, err
 	}
@@ -67,7 +67,8 @@ func startQueue(ctx context.Context, srv *server.Server, cfg *config.Config, rol
 // queueCmd is the operator's view of the shared queue.
 func queueCmd(args []string, stdout, stderr io.Writer) int {
 	fs := flagSet("queue", stdout, stderr)
-	path := fs.String("config", envOr("CONFIG_FILE", "config/config.yaml"), "config file naming redis.url (env CONFIG_FILE)")
+	path := fs.String("config", envOr("CONFIG_FILE", "config/config.yaml"),
+		"config file naming redis.url (env CONFIG_FILE); without one, SWITCHBOARD_REDIS_URL alone will do")
 	limit := fs.Int("limit", 100, "dlq list: at most this many entries")
 	words, code, ok := fs.parseWords(args)
 	if !ok {
@@ -82,8 +83,14 @@ func queueCmd(args []string, stdout, stderr io.Writer) int {
 	}
 	cfg, err := config.Load(*path)
 	if err != nil {
-		fmt.Fprintln(stderr, err)
-		return 1
+		// No file where none was named: the operator's shell may know the
+		// fleet's Redis by SWITCHBOARD_REDIS_URL alone.
+		env, ok := config.RedisFromEnvironment()
+		if !ok || !errors.Is(err, os.ErrNotExist) || fs.given("config") || os.Getenv("CONFIG_FILE") != "" {
+			fmt.Fprintln(stderr, err)
+			return 1
+		}
+		cfg = env
 	}
 	if !cfg.Redis.Enabled() {
 		fmt.Fprintln(stderr, "the config has no redis.url (or SWITCHBOARD_REDIS_URL): there is no shared queue")
@@ -153,7 +160,7 @@ func queueCmd(args []string, stdout, stderr io.Writer) int {
 func openIdempotency(cfg *config.Config, st store.Store) (idempotency.Store, func(), error) {
 	lim := idempotency.LimitsOf(&cfg.Idempotency)
 	if cfg.Redis.Enabled() {
-		c, err := redisconn.Dial(redisconn.FromConfig(&cfg.Redis, 32))
+		c, err := dialRedis(&cfg.Redis, 32)
 		if err != nil {
 			return nil, nil, err
 		}

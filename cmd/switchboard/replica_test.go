@@ -178,6 +178,11 @@ func (u *upstream) serve(w http.ResponseWriter, r *http.Request) {
 	case "hang":
 		wait(time.Minute)
 		return
+	case "hangonce": // the first call hangs (its caller is killed), later ones answer
+		if n == 1 {
+			wait(time.Minute)
+			return
+		}
 	}
 	content := "answer " + id + " by " + worker
 	if mode == "partial" { // one token, then silence until the caller leaves

@@ -27,7 +27,7 @@ const maxUsageAnswer = 64 << 20
 // paramFlags maps a query parameter to the CLI flag that sets it, so that
 // an error names what the user typed.
 var paramFlags = map[string]string{"group_by": "--group-by", "from": "--from", "to": "--to", "tenant": "--tenant",
-	"key": "--key-id", "model": "--model", "served_model": "--served-model", "provider": "--provider", "status": "--status", "format": "--format",
+	"key": "--key-id", "model": "--model", "served_model": "--served-model", "provider": "--provider", "status": "--status", "tag": "--tag", "format": "--format",
 	"limit": "--limit", "cursor": "--cursor"}
 
 // usageCmd queries the usage log: sums (default) or rows ("requests"),
@@ -41,7 +41,7 @@ func usageCmd(args []string, stdout, stderr io.Writer) int {
 	key := fs.String("key", "", "admin key for --url (default: env SWITCHBOARD_ADMIN_KEY; a flag shows in ps)")
 	vals := map[string]*string{}
 	for _, p := range []struct{ param, help string }{
-		{"group_by", "sums by up to 3 of tenant,key,model,served_model,provider,status,day,hour (comma-separated)"},
+		{"group_by", "sums by up to 3 of tenant,key,model,served_model,provider,status,day,hour,tag:<key> (comma-separated)"},
 		{"from", "from this time on: RFC 3339, a UTC date (2026-01-02) or Unix seconds"},
 		{"to", "before this time (same forms)"},
 		{"tenant", "only this tenant"},
@@ -50,6 +50,7 @@ func usageCmd(args []string, stdout, stderr io.Writer) int {
 		{"served_model", "only this serving model (a fallback's name when one took over)"},
 		{"provider", "only this provider"},
 		{"status", "only this HTTP status, or a class: 2xx, 4xx, 5xx"},
+		{"tag", "only requests with this tag, key:value (several comma-separated: all of them)"},
 		{"limit", "requests: rows (table/json: a page, at most 1000; csv/jsonl: at most 1000000)"},
 		{"cursor", "requests: the next_cursor of a previous page"},
 	} {
@@ -303,8 +304,8 @@ func printGroups(w io.Writer, dims []string, groups []usagelog.Group, total usag
 		keys := make([]string, len(dims))
 		for i, d := range dims {
 			keys[i] = g.Keys[d]
-			if d == "model" {
-				keys[i] = usagelog.ClientText(keys[i]) // a client's name: never a terminal escape
+			if d == "model" || strings.HasPrefix(d, usagelog.TagDimension) {
+				keys[i] = usagelog.ClientText(keys[i]) // a client's text: never a terminal escape
 			}
 		}
 		line(keys, g)
@@ -321,7 +322,7 @@ func printGroups(w io.Writer, dims []string, groups []usagelog.Group, total usag
 
 func printRows(w io.Writer, rows []usagelog.Row, next int64) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "time\trequest_id\ttenant\tkey_id\tmodel\tserved_model\tprovider\tstatus\tattempts\ttokens\tcost_usd\tttft_ms\tduration_ms\tstream")
+	fmt.Fprintln(tw, "time\trequest_id\ttenant\tkey_id\tmodel\tserved_model\tprovider\tstatus\tattempts\ttokens\tcost_usd\tttft_ms\tduration_ms\tstream\ttags")
 	for _, r := range rows {
 		ttft := "-"
 		if r.TTFTMs != nil {
@@ -335,9 +336,13 @@ func printRows(w io.Writer, rows []usagelog.Row, next int64) error {
 		if served == "" {
 			served = "-" // nothing served, or a row from before it was recorded
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d/%d\t%s\t%s\t%d\t%t\n", r.Time.UTC().Format(time.RFC3339),
+		tg := "-"
+		if len(r.Tags) > 0 {
+			tg = usagelog.ClientText(usagelog.TagText(r.Tags)) // checked at the gateway; a file or a remote answer may hold anything
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d/%d\t%s\t%s\t%d\t%t\t%s\n", r.Time.UTC().Format(time.RFC3339),
 			r.RequestID, r.Tenant, r.KeyID, usagelog.ClientText(r.Model), served, r.Provider, r.Status, r.Attempts, r.PromptTokens, r.CompletionTokens,
-			cost, ttft, r.DurationMs, r.Stream)
+			cost, ttft, r.DurationMs, r.Stream, tg)
 	}
 	if err := tw.Flush(); err != nil {
 		return err

@@ -172,7 +172,7 @@ auth: {keys: {sk-admin: {tenant: ops, role: admin}, sk-t: {tenant: t}}}
 		{"gateway sums", []string{"usage", "--url", ts.URL, "--group-by", "model,served_model"},
 			[]*regexp.Regexp{regexp.MustCompile(`(?m)^\s*model\s+served_model\s+requests`), regexp.MustCompile(`(?m)^\s*small\s+big\s+1\s`), regexp.MustCompile(`(?m)^\s*small\s+small\s+1\s`)}, nil},
 		{"file csv", []string{"usage", "requests", "--db", path, "--format", "csv", "--served-model", "big"},
-			[]*regexp.Regexp{regexp.MustCompile(`(?m),unpriced,served_model$`), regexp.MustCompile(`(?m),small,b1,[^\n]*,big$`)}, nil},
+			[]*regexp.Regexp{regexp.MustCompile(`(?m),unpriced,served_model,tags$`), regexp.MustCompile(`(?m),small,b1,[^\n]*,big,$`)}, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -223,4 +223,23 @@ func TestUsageCommandRawClientText(t *testing.T) {
 			t.Errorf("%v prints the raw name: %q", args, s)
 		}
 	}
+}
+
+// TestUsageCommandTags: --group-by tag:<key> sums by a tag's value and
+// --tag selects the rows carrying it; rows print their tags.
+func TestUsageCommandTags(t *testing.T) {
+	path, db := usageFixture(t)
+	at := time.Date(2026, 5, 4, 20, 0, 0, 0, time.UTC)
+	if err := db.Insert(context.Background(),
+		usagelog.Row{Time: at, RequestID: "req_t1", Tenant: "acme", Model: "m1", Status: 200, CostNano: 7000, Tags: map[string]string{"team": "search"}},
+		usagelog.Row{Time: at, RequestID: "req_t2", Tenant: "acme", Model: "m1", Status: 200, CostNano: 9000, Tags: map[string]string{"team": "ads", "feature": "x"}},
+	); err != nil {
+		t.Fatal(err)
+	}
+	runCLICases(t, []cliCase{
+		{"sums by team", []string{"usage", "--db", path, "--group-by", "tag:team", "--format", "csv"}, 0,
+			[]string{"tag:team,requests,", "ads,1,0,0,9000,", "search,1,0,0,7000,", ",6,60,30,21000,"}, nil},
+		{"one team's rows", []string{"usage", "requests", "--db", path, "--tag", "team:ads"}, 0, []string{"req_t2", "feature=x,team=ads"}, nil},
+		{"bad tag", []string{"usage", "requests", "--db", path, "--tag", "team"}, 2, nil, []string{"--tag: want key:value"}},
+	})
 }

@@ -33,10 +33,15 @@ for _, r in ipairs(rows) do
     table.insert(out, 'k')
     table.insert(out, a.target)
     table.insert(out, redis.call('HGET', KEYS[4], a.target))
-  else
+  elseif string.sub(a.action, 1, 7) == 'tenant.' then
     table.insert(out, 't')
     table.insert(out, a.target)
     table.insert(out, redis.call('HGET', KEYS[5], a.target))
+  else
+    -- a row that touches no record (an alert): nothing to read
+    table.insert(out, 'n')
+    table.insert(out, a.target)
+    table.insert(out, false)
   end
 end
 return out`)

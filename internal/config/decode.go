@@ -34,6 +34,8 @@ type loader struct {
 	// unknown holds unknown-field problems until config.unknown_fields is
 	// known.
 	unknown Errors
+	// warnings are problems that do not stop the load (Config.Warnings).
+	warnings []string
 	// walked counts the values decoded, aliases expanded: a few KB of
 	// nested aliases would otherwise expand to billions (see maxValues).
 	walked int
@@ -187,7 +189,9 @@ func (l *loader) walk(n *yaml.Node, v reflect.Value, path string) {
 	if v.CanAddr() && v.Addr().Type().Implements(unmarshalerType) {
 		if err := v.Addr().Interface().(yaml.Unmarshaler).UnmarshalYAML(n); err != nil {
 			l.decodeErr(n.Line, path, "%v", err)
+			return
 		}
+		l.noteUnitless(n, v, path)
 		return
 	}
 	switch v.Kind() {
@@ -479,8 +483,14 @@ func (l *loader) scalar(n *yaml.Node, v reflect.Value, path string) {
 // API key, a token, a password-bearing URL, a header value (often
 // Authorization), a gateway key. Messages never quote such values.
 func secretField(path string) bool {
-	if strings.Contains(path, ".headers.") || strings.HasPrefix(path, "auth.keys") {
+	if strings.Contains(path, ".headers.") {
 		return true
+	}
+	if rest, ok := strings.CutPrefix(path, "auth.keys"); ok {
+		// The key itself is secret and its entry is named by position
+		// (auth.keys[#2]); the limits under it (rpm, tenant, ...) are not,
+		// and their bad values are shown like any other field's.
+		return !strings.Contains(rest, "].")
 	}
 	for strings.HasSuffix(path, "]") {
 		path = parent(path)

@@ -3,6 +3,8 @@ package config
 import (
 	"fmt"
 	"math"
+	"reflect"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -117,4 +119,45 @@ func describe(n *yaml.Node) string {
 		return strconv.Quote(n.Value)
 	}
 	return "nothing"
+}
+
+// secondsFields are the durations of the LLM Proxy format, documented
+// there in seconds: a bare number is their unit, not a slip.
+var secondsFields = map[string]bool{
+	"timeouts.open": true, "timeouts.read": true, "timeouts.write": true, "timeouts.ttft": true,
+	"retries.backoff_base": true, "models[].ttft_timeout": true,
+	"performance.sample_window": true, "performance.config_poll_interval": true,
+	"metrics.tps_log.interval": true, "metrics.tps_log.activity_window": true, "metrics.tps_log.eval_window": true,
+}
+
+var listIndex = regexp.MustCompile(`\[\d+\]`)
+
+// noteUnitless warns about a duration written as a bare number outside the
+// LLM Proxy's seconds fields: it is read as seconds, which is rarely what
+// "hedge: {after: 400}" meant (400 s, not 400 ms). The warning names the
+// field and what it was read as; a unit ("400ms", "400s") silences it.
+func (l *loader) noteUnitless(n *yaml.Node, v reflect.Value, path string) {
+	n = deref(n)
+	if n.Kind != yaml.ScalarNode || secondsFields[listIndex.ReplaceAllString(path, "[]")] {
+		return
+	}
+	var d Duration
+	switch x := v.Addr().Interface().(type) {
+	case *Duration:
+		d = *x
+	case *Toggle:
+		d = x.Value
+	case *HedgeDelay:
+		d = x.Fixed
+	default:
+		return
+	}
+	if d == 0 {
+		return
+	}
+	if _, err := strconv.ParseFloat(strings.TrimSpace(n.Value), 64); err != nil {
+		return // it has a unit
+	}
+	v0 := strings.TrimSpace(n.Value)
+	l.warnAt(path, "%s has no unit and is read as seconds (%s); write %q or %q to say which", v0, time.Duration(d), v0+"ms", v0+"s")
 }

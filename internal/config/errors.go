@@ -3,6 +3,8 @@ package config
 import (
 	"fmt"
 	"strings"
+
+	"switchboard/internal/visible"
 )
 
 // FieldError is one problem in a config file, located by line and by the
@@ -17,7 +19,10 @@ type FieldError struct {
 	unset []string
 }
 
-// Error formats the problem as "file:line: field: message".
+// Error formats the problem as "file:line: field: message". A field path
+// holds the file's own keys (a provider's or a tenant's name), so every
+// control or invisible character in it is written as an escape: the line
+// reaches a terminal (switchboard check) and must not drive it.
 func (e *FieldError) Error() string {
 	var b strings.Builder
 	if e.File == "" {
@@ -34,7 +39,7 @@ func (e *FieldError) Error() string {
 		b.WriteString(": ")
 	}
 	b.WriteString(e.Msg)
-	return b.String()
+	return visible.Escape(b.String())
 }
 
 // Errors is every problem found in one config, in file order. Parse and Load

@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -213,11 +212,12 @@ func (l *loader) readKeysFile(a *Auth) []keyEntry {
 		path = filepath.Join(filepath.Dir(l.file), path)
 	}
 	a.KeysPath = path
-	data, err := os.ReadFile(path)
+	data, err := ReadFile(path, MaxKeysFileBytes)
 	if err != nil {
 		l.errAt("auth.keys_file", "cannot read keys file: %v", err)
 		return nil
 	}
+	a.KeysSum = sha256.Sum256(data)
 	fail := func(line int, field, format string, args ...any) {
 		l.errs = append(l.errs, &FieldError{File: path, Line: line, Field: field, Msg: fmt.Sprintf(format, args...)})
 	}
@@ -333,13 +333,38 @@ func decodeKeySpec(v []byte) (*KeySpec, string) {
 			case "float64", "*float64":
 				want = "a number"
 			}
-			return nil, fmt.Sprintf("%s: want %s, got %s", te.Field, want, te.Value)
+			return nil, fmt.Sprintf("%s: want %s, got %s", te.Field, want, shownJSON(v, te.Field, te.Value))
 		case strings.HasPrefix(err.Error(), "json: unknown field "):
 			return nil, fmt.Sprintf("%s (known: %s)", strings.TrimPrefix(err.Error(), "json: "), strings.Join(keySpecFields, ", "))
 		}
 		return nil, strings.TrimPrefix(err.Error(), "json: ")
 	}
 	return spec, ""
+}
+
+// shownJSON is the value of field in the JSON object obj as the file has
+// it (cut to 40 bytes), for a message; kind (encoding/json's name of its
+// type) when it cannot be read. No field of a key's entry is secret: the
+// key itself is never part of obj.
+func shownJSON(obj []byte, field, kind string) string {
+	var m map[string]json.RawMessage
+	raw, ok := []byte(nil), false
+	if json.Unmarshal(obj, &m) == nil {
+		raw, ok = m[field]
+	}
+	if !ok {
+		return kind
+	}
+	s := string(raw)
+	if len(s) > 40 {
+		s = s[:40] + "..."
+	}
+	if len(raw) > 1 && raw[0] == '"' {
+		if _, err := strconv.ParseFloat(string(raw[1:len(raw)-1]), 64); err == nil {
+			s += " (a quoted string; remove the quotes)"
+		}
+	}
+	return s
 }
 
 // sub names a field of an entry; "" is the entry itself.

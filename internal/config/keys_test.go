@@ -192,7 +192,7 @@ func TestKeysErrors(t *testing.T) {
 			"keys.json:3: auth.keys_file[#2].rpm: must be between 0 and 1000000000, got -1",
 			"keys.json:3: auth.keys_file[#2].budget_usd: must be finite, at least 0 and at most 9007199.254740992 (2^53 nano-USD), got 9007200",
 			"keys.json:3: auth.keys_file[#2].budget_window_secs: must be between 60 and 31536000, got 10",
-			"keys.json:4: auth.keys_file[#3]: tpm: want an integer, got string",
+			"keys.json:4: auth.keys_file[#3]: tpm: want an integer, got \"many\"",
 			"keys.json:5: auth.keys_file[#4]: want an object",
 			`keys.json:6: auth.keys_file[#5]: want "sha256:" followed by 64 hex digits`,
 			"keys.json:7: auth.keys_file[#6]: duplicate key (first at line 2)",

@@ -2,6 +2,7 @@ package config
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"errors"
 	"io"
 	"os"
@@ -18,7 +19,7 @@ import (
 // path. Problems in the file come back together as *Errors; a read failure
 // is returned as is (errors.Is(err, fs.ErrNotExist) works).
 func Load(path string) (*Config, error) {
-	data, err := os.ReadFile(path)
+	data, err := ReadFile(path, MaxConfigBytes)
 	if err != nil {
 		return nil, err
 	}
@@ -27,6 +28,7 @@ func Load(path string) (*Config, error) {
 		return nil, err
 	}
 	c.Path = path
+	c.Sum = sha256.Sum256(data)
 	return c, nil
 }
 
@@ -56,9 +58,15 @@ func parse(data []byte, filename string, getenv func(string) (string, bool)) (*C
 	routingDefaults(c)
 	l.queueDefaults(c)
 	l.usageLogDefaults(c)
+	l.tracingDefaults(c)
+	l.tagsDefaults(c)
+	l.alertsDefaults(c)
 	l.validate(c)
 	l.validateQueue(c)
 	l.validateUsageLog(c)
+	l.validateTracing(c)
+	l.validateTags(c)
+	l.validateAlerts(c)
 	if c.Config.UnknownFields == UnknownWarn {
 		for _, e := range l.unknown {
 			c.Warnings = append(c.Warnings, e.Error())
@@ -70,6 +78,7 @@ func parse(data []byte, filename string, getenv func(string) (string, bool)) (*C
 		sort.SliceStable(l.errs, func(i, j int) bool { return l.errs[i].Line < l.errs[j].Line })
 		return nil, &l.errs
 	}
+	c.Warnings = append(c.Warnings, l.warnings...)
 	c.Warnings = append(c.Warnings, l.cloudWarnings(c)...)
 	if w := noOperator(&c.Auth); w != "" {
 		c.Warnings = append(c.Warnings, w)

@@ -14,7 +14,7 @@ import (
 // other entry does. It edits the YAML tree, so comments and ${ENV}
 // references survive; the file is replaced atomically.
 func WritePrimary(path string, active map[string]string) error {
-	raw, err := os.ReadFile(path)
+	raw, err := ReadFile(path, MaxConfigBytes)
 	if err != nil {
 		return err
 	}

@@ -64,6 +64,11 @@ type Idempotency struct {
 	// MaxTotalBytes bounds all stored answers. Default 256 MiB, range
 	// 1 MiB..64 GiB.
 	MaxTotalBytes int64 `yaml:"max_total_bytes"`
+	// Lease is how long the first request with a key holds its claim
+	// without renewing it; a running request renews it every third of
+	// it, so a claim whose owner crashed lapses within a lease and a
+	// retry runs. Default 10 s, range 1 s..10 min; applies on reload.
+	Lease Duration `yaml:"lease"`
 }
 
 // Queue modes.
@@ -107,6 +112,7 @@ func (l *loader) queueDefaults(c *Config) {
 	setDefault(l, "idempotency.max_entries", &i.MaxEntries, 100_000)
 	setDefault(l, "idempotency.max_bytes", &i.MaxBytes, mib)
 	setDefault(l, "idempotency.max_total_bytes", &i.MaxTotalBytes, 256*mib)
+	setDefault(l, "idempotency.lease", &i.Lease, Duration(10*time.Second))
 }
 
 func (l *loader) validateQueue(c *Config) {
@@ -139,4 +145,5 @@ func (l *loader) validateQueue(c *Config) {
 	l.intRange("idempotency.max_entries", int64(i.MaxEntries), 1, 10_000_000)
 	l.intRange("idempotency.max_bytes", i.MaxBytes, 1024, 64*mib)
 	l.intRange("idempotency.max_total_bytes", i.MaxTotalBytes, mib, 64*gib)
+	l.durRange("idempotency.lease", i.Lease, time.Second, 10*time.Minute)
 }

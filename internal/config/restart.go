@@ -31,11 +31,15 @@ func RestartNeeded(old, next *Config) []string {
 	// up at boot; the other queue.* bounds apply on reload.
 	check("queue.mode", old.Queue.Mode, next.Queue.Mode)
 	check("queue.worker_concurrency", old.Queue.WorkerConcurrency, next.Queue.WorkerConcurrency)
-	check("idempotency", old.Idempotency, next.Idempotency)
+	oi, ni := old.Idempotency, next.Idempotency
+	oi.Lease, ni.Lease = 0, 0 // read per request
+	check("idempotency", oi, ni)
 	// The usage log's file and queue are set up at boot; its retention
 	// applies on reload.
 	check("usage_log.enabled", old.UsageLog.On(), next.UsageLog.On())
 	check("usage_log.path", old.UsageLog.Path, next.UsageLog.Path)
 	check("usage_log.buffer", old.UsageLog.Buffer, next.UsageLog.Buffer)
+	// The tracer is built once, at boot.
+	check("tracing", old.Tracing, next.Tracing)
 	return out
 }

@@ -38,6 +38,13 @@ type Config struct {
 	Queue       Queue                `yaml:"queue"`
 	Idempotency Idempotency          `yaml:"idempotency"`
 	UsageLog    UsageLog             `yaml:"usage_log"`
+	// Tracing exports OpenTelemetry spans (tracing.go); off by default.
+	Tracing Tracing `yaml:"tracing"`
+	// Tags reads and checks request tags (tags.go).
+	Tags Tags `yaml:"tags"`
+	// Alerts sends budget, circuit and queue events to a webhook
+	// (alerts.go); off by default.
+	Alerts Alerts `yaml:"alerts"`
 	// Hedge starts an extra attempt when a provider is slow to answer, for
 	// every model without its own hedge: section; nil = off (see Hedge).
 	Hedge *Hedge `yaml:"hedge"`
@@ -54,6 +61,9 @@ type Config struct {
 
 	// Path is the file the config was read from ("" when parsed from bytes).
 	Path string `yaml:"-"`
+	// Sum is the SHA-256 of the bytes read from Path (zero when parsed
+	// from bytes): the config watcher's baseline.
+	Sum [32]byte `yaml:"-"`
 
 	// models indexes Models by name for Model; built by Parse.
 	models map[string]*Model
@@ -359,6 +369,10 @@ type Auth struct {
 	// file's resolved path (for a reload watcher); filled by Load.
 	FileKeys map[string]*KeySpec `yaml:"-"`
 	KeysPath string              `yaml:"-"`
+	// KeysSum is the SHA-256 of the keys file's bytes this config was
+	// built from: a watcher's baseline, so a write after the read is a
+	// change even when the watch starts later.
+	KeysSum [32]byte `yaml:"-"`
 }
 
 // Enabled reports whether callers must present a gateway key: a token or

@@ -257,6 +257,7 @@ func (l *loader) validateProvider(name string, p *Provider) {
 	case !mock:
 		l.errAt(base+".base_url", "required")
 	}
+	l.checkVersionPath(base, p)
 	l.validateCloud(base, p)
 	// An OpenAI-compatible server on one's own machine (vLLM, Ollama,
 	// SGLang) often takes no key: then no Authorization header is sent.

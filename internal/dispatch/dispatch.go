@@ -21,6 +21,7 @@ import (
 	"switchboard/internal/queue"
 	"switchboard/internal/route"
 	"switchboard/internal/snapshot"
+	"switchboard/internal/tracing"
 )
 
 // Plane is one replica's part in distributed execution: the ingress, the
@@ -41,6 +42,8 @@ type Plane struct {
 	// Jobs serves a job's request on a worker: the inference plane's
 	// model endpoints, which read the job's identity from JobOf.
 	Jobs http.Handler
+	// Tracer continues a job's trace on a worker (nil: off).
+	Tracer *tracing.Tracer
 
 	mu      sync.Mutex
 	origin  *queue.Origin

@@ -14,7 +14,9 @@ import (
 	"switchboard/internal/queue"
 	"switchboard/internal/route"
 	"switchboard/internal/sse"
+	"switchboard/internal/tags"
 	"switchboard/internal/tenant"
+	"switchboard/internal/tracing"
 )
 
 // Distributed execution (queue.mode: redis). The ingress side: a request
@@ -81,13 +83,20 @@ type jobMeta struct {
 	KeyDigest string      `json:"key,omitempty"`
 	Model     string      `json:"model"`
 	RequestID string      `json:"request_id,omitempty"`
+	// Trace is the ingress span's traceparent and Enqueued when it was
+	// enqueued (Unix ms): the worker's spans continue the trace.
+	Trace    string `json:"traceparent,omitempty"`
+	Enqueued int64  `json:"enqueued_ms,omitempty"`
 }
 
 // jobHeaders are the client headers a worker's handler reads.
-var jobHeaders = append([]string{"Anthropic-Version", "Content-Type"}, front.Forwarded...)
+var jobHeaders = append([]string{"Anthropic-Version", "Content-Type", tags.Header}, front.Forwarded...)
 
-func encodeJob(r *http.Request, in *Request) []byte {
+func (p *Plane) encodeJob(r *http.Request, in *Request) []byte {
 	m := jobMeta{Path: r.URL.Path, Model: in.Model, RequestID: front.RequestID(r.Context())}
+	if tp := tracing.Traceparent(r.Context()); tp != "" {
+		m.Trace, m.Enqueued = tp, p.Clock.Now().UnixMilli()
+	}
 	for _, k := range jobHeaders {
 		if v := r.Header.Values(k); len(v) > 0 {
 			if m.Header == nil {
@@ -153,7 +162,7 @@ func (p *Plane) Dispatch(w http.ResponseWriter, r *http.Request, proto front.Pro
 	}
 	j := &queue.Job{ID: queue.NewID(), OToken: queue.NewID(), Origin: origin.ID, Provider: order[0].Provider,
 		Tier: tier, Stream: in.Stream, Timeout: in.Timeout, Endpoint: r.URL.Path, Tenant: tenantName,
-		Request: encodeJob(r, in)}
+		Request: p.encodeJob(r, in)}
 	watch, stop := origin.Watch(j.ID)
 	defer stop()
 	ectx, cancel := context.WithTimeout(r.Context(), ingressOp)

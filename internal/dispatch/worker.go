@@ -81,10 +81,17 @@ func (p *Plane) RunJob(ctx context.Context, d *queue.Delivery) {
 			p.refuseJob(d, "this worker's config does not know the job's API key")
 			return
 		}
+	} else if snap.Config.Auth.Enabled() || p.Admission.Keys().Enabled() {
+		// No key would run the job as auth-off's identity: unlimited,
+		// unbilled and an operator. A worker that requires keys never
+		// runs a keyless job (an ingress with auth off, or a forged record).
+		p.refuseJob(d, "the job carries no API key and this worker's config requires one")
+		return
 	}
 	jc := &Job{ID: id, Left: d.Deadline.Sub(d.Now)}
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
+	ctx, span := p.Tracer.Job(ctx, meta.Trace, meta.Path, d.ID, time.UnixMilli(meta.Enqueued), p.Clock.Now())
 	rctx := front.WithRequestID(context.WithValue(ctx, jobKey{}, jc), meta.RequestID)
 	req, err := http.NewRequestWithContext(rctx, http.MethodPost, meta.Path, bytes.NewReader(body))
 	if err != nil {
@@ -109,6 +116,7 @@ func (p *Plane) RunJob(ctx context.Context, d *queue.Delivery) {
 		}()
 		p.Jobs.ServeHTTP(jw, req)
 	}()
+	span.End(jw.status)
 	if err := jw.finish(); err != nil && !errors.Is(err, queue.ErrCanceled) {
 		p.Log.WarnContext(rctx, "queue: the job's result was not stored", "job", d.ID, "error", err.Error())
 	}

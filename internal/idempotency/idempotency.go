@@ -1,7 +1,8 @@
 // Package idempotency stores answers by Idempotency-Key so that a repeated
 // request is answered from the stored copy without calling a provider. A
 // key is claimed before the first request runs, so concurrent duplicates
-// wait for the first instead of running too (one upstream call). Three
+// wait for the first instead of running too (one upstream call); the
+// claim is a lease its owner renews, so it dies with its owner. Three
 // stores implement the same claim/finish/release protocol atomically:
 // memory, SQLite (its own table in the store's file) and Redis (Lua).
 package idempotency
@@ -82,10 +83,20 @@ func (l Limits) full(count, total, size int64) bool {
 }
 
 // Store is one backend.
+//
+// A claim is a lease: its owner holds the key for lease and must Renew it
+// while its request runs (every third of the lease). An owner that
+// crashed (kill -9, a lost machine) stops renewing, so its claim lapses
+// within one lease and a retry claims the key afresh instead of waiting
+// for an answer that will never come.
 type Store interface {
 	// Claim looks key up with the request body's hash; on Fresh the caller
-	// holds the key (with token) for at most pending.
-	Claim(ctx context.Context, key, hash string, pending time.Duration) (State, *Record, string, error)
+	// holds the key (with token) for lease.
+	Claim(ctx context.Context, key, hash string, lease time.Duration) (State, *Record, string, error)
+	// Renew extends a pending claim to lease from now; false when the
+	// claim is no longer the caller's (it lapsed and was taken, or was
+	// released).
+	Renew(ctx context.Context, key, token string, lease time.Duration) (bool, error)
 	// Finish stores rec under a claim; false when a bound refused it (the
 	// key is then released).
 	Finish(ctx context.Context, key, token string, rec *Record) (bool, error)

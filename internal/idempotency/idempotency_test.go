@@ -165,3 +165,84 @@ func TestExpiredAnswersFreeRoom(t *testing.T) {
 		})
 	}
 }
+
+// A claim is a lease: renewed, it outlives its first lease; not renewed
+// (its owner died), it lapses and the next claim is Fresh with another
+// token, and the dead owner can neither renew nor finish it.
+func TestClaimIsALease(t *testing.T) {
+	lim := Limits{TTL: time.Hour, MaxEntries: 10, MaxBytes: 1 << 10, MaxTotal: 1 << 20}
+	const lease = 300 * time.Millisecond
+	for name, b := range stores(t, lim) {
+		t.Run(name, func(t *testing.T) {
+			s := b.s
+			wait := func(d time.Duration) {
+				if b.advance != nil {
+					b.advance(d)
+				} else {
+					time.Sleep(d) // Redis expires on its own clock
+				}
+			}
+			_, _, tok, err := s.Claim(bg, "k", "h", lease)
+			if err != nil || tok == "" {
+				t.Fatal(err)
+			}
+			for range 3 { // three renewals carry it past three leases
+				wait(lease / 2)
+				if ok, err := s.Renew(bg, "k", tok, lease); !ok || err != nil {
+					t.Fatalf("renew: %v %v", ok, err)
+				}
+				if st, _, _, _ := s.Claim(bg, "k", "h", lease); st != Pending {
+					t.Fatalf("a renewed claim: %v", st)
+				}
+			}
+			wait(lease + 100*time.Millisecond) // the owner stopped renewing
+			st, _, tok2, err := s.Claim(bg, "k", "h", lease)
+			if st != Fresh || tok2 == tok || err != nil {
+				t.Fatalf("after the lease lapsed: %v %v", st, err)
+			}
+			if ok, _ := s.Renew(bg, "k", tok, lease); ok {
+				t.Fatal("the dead owner renewed the new claim")
+			}
+			if ok, _ := s.Finish(bg, "k", tok, &Record{Status: 200}); ok {
+				t.Fatal("the dead owner finished the new claim")
+			}
+			if ok, err := s.Finish(bg, "k", tok2, &Record{Status: 200}); !ok || err != nil {
+				t.Fatalf("the new owner's finish: %v %v", ok, err)
+			}
+			if ok, _ := s.Renew(bg, "k", tok2, lease); ok {
+				t.Fatal("a finished answer was renewed as a claim")
+			}
+		})
+	}
+}
+
+// A SQLite file belongs to one process: a claim pending when it opens
+// the file was its dead predecessor's and is dropped at once.
+func TestSQLiteDropsADeadProcessClaims(t *testing.T) {
+	lim := Limits{TTL: time.Hour, MaxEntries: 10, MaxBytes: 1 << 10, MaxTotal: 1 << 20}
+	path := filepath.Join(t.TempDir(), "s.db")
+	st, err := store.OpenSQLite(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, _ := NewSQLite(store.SQLiteDB(st), lim, nil)
+	s.Claim(bg, "running", "h", time.Hour)
+	_, _, tok, _ := s.Claim(bg, "done", "h", time.Hour)
+	s.Finish(bg, "done", tok, &Record{Status: 200, Body: []byte("x")})
+	st.Close()
+	st, err = store.OpenSQLite(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	s, err = NewSQLite(store.SQLiteDB(st), lim, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, _, _, _ := s.Claim(bg, "running", "h", time.Hour); got != Fresh {
+		t.Fatalf("the dead process's claim: %v", got)
+	}
+	if got, rec, _, _ := s.Claim(bg, "done", "h", time.Hour); got != Replay || string(rec.Body) != "x" {
+		t.Fatalf("a stored answer: %v", got)
+	}
+}

@@ -29,7 +29,7 @@ func NewMemory(lim Limits, now func() time.Time) *Memory {
 	return &Memory{lim: lim, now: now, m: map[string]*memEntry{}}
 }
 
-func (s *Memory) Claim(_ context.Context, key, hash string, pending time.Duration) (State, *Record, string, error) {
+func (s *Memory) Claim(_ context.Context, key, hash string, lease time.Duration) (State, *Record, string, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.now()
@@ -46,7 +46,7 @@ func (s *Memory) Claim(_ context.Context, key, hash string, pending time.Duratio
 		s.remove(key, e)
 	}
 	tok := newToken()
-	s.m[key] = &memEntry{hash: hash, token: tok, expires: now.Add(pending)}
+	s.m[key] = &memEntry{hash: hash, token: tok, expires: now.Add(lease)}
 	return Fresh, nil, tok, nil
 }
 
@@ -92,6 +92,18 @@ func (s *Memory) sweep(now time.Time) {
 			s.remove(k, e)
 		}
 	}
+}
+
+func (s *Memory) Renew(_ context.Context, key, token string, lease time.Duration) (bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.now()
+	e := s.m[key]
+	if e == nil || e.token != token || e.rec != nil || !now.Before(e.expires) {
+		return false, nil
+	}
+	e.expires = now.Add(lease)
+	return true, nil
 }
 
 func (s *Memory) Release(_ context.Context, key, token string) error {

@@ -63,7 +63,7 @@ end
 
 var (
 	scriptIdemClaim = redis.NewScript(luaIdemCommon + `
-local k, hash, pending = ARGV[2], ARGV[3], tonumber(ARGV[4])
+local k, hash, lease = ARGV[2], ARGV[3], tonumber(ARGV[4])
 local e = P .. 'e:' .. k
 local st = redis.call('HMGET', e, 'st', 'hash', 'rec')
 if st[1] then
@@ -75,8 +75,8 @@ local now = now_ms()
 reclaim(now)
 local tok = ARGV[5]
 redis.call('HSET', e, 'st', 'pending', 'hash', hash, 'tok', tok)
-redis.call('PEXPIRE', e, I(pending))
-redis.call('ZADD', P .. 'index', I(now + pending), k)
+redis.call('PEXPIRE', e, I(lease))
+redis.call('ZADD', P .. 'index', I(now + lease), k)
 return {'fresh', tok}
 `)
 	scriptIdemFinish = redis.NewScript(luaIdemCommon + `
@@ -102,6 +102,17 @@ redis.call('HSET', P .. 'sizes', k, I(#rec))
 redis.call('HINCRBY', P .. 'acct', 'bytes', I(#rec))
 return 'ok'
 `)
+	// Renew extends a pending claim still held by tok (a lapsed one has
+	// expired away, or been claimed afresh with another token).
+	scriptIdemRenew = redis.NewScript(luaIdemCommon + `
+local k, tok, lease = ARGV[2], ARGV[3], tonumber(ARGV[4])
+local e = P .. 'e:' .. k
+local st = redis.call('HMGET', e, 'st', 'tok')
+if st[1] ~= 'pending' or st[2] ~= tok then return 'lost' end
+redis.call('PEXPIRE', e, I(lease))
+redis.call('ZADD', P .. 'index', I(now_ms() + lease), k)
+return 'ok'
+`)
 	scriptIdemRelease = redis.NewScript(luaIdemCommon + `
 local k, tok = ARGV[2], ARGV[3]
 local st = redis.call('HMGET', P .. 'e:' .. k, 'st', 'tok')
@@ -116,8 +127,8 @@ func rkey(key string) string {
 	return hex.EncodeToString(h[:])
 }
 
-func (s *Redis) Claim(ctx context.Context, key, hash string, pending time.Duration) (State, *Record, string, error) {
-	res, err := scriptIdemClaim.Run(ctx, s.c, s.keys(), s.prefix, rkey(key), hash, pending.Milliseconds(), newToken()).StringSlice()
+func (s *Redis) Claim(ctx context.Context, key, hash string, lease time.Duration) (State, *Record, string, error) {
+	res, err := scriptIdemClaim.Run(ctx, s.c, s.keys(), s.prefix, rkey(key), hash, lease.Milliseconds(), newToken()).StringSlice()
 	if err != nil {
 		return 0, nil, "", err
 	}
@@ -142,6 +153,11 @@ func (s *Redis) Finish(ctx context.Context, key, token string, rec *Record) (boo
 	}
 	res, err := scriptIdemFinish.Run(ctx, s.c, s.keys(), s.prefix, rkey(key), token, b, s.lim.TTL.Milliseconds(),
 		s.lim.MaxEntries, s.lim.MaxTotal).Text()
+	return res == "ok", err
+}
+
+func (s *Redis) Renew(ctx context.Context, key, token string, lease time.Duration) (bool, error) {
+	res, err := scriptIdemRenew.Run(ctx, s.c, s.keys(), s.prefix, rkey(key), token, lease.Milliseconds()).Text()
 	return res == "ok", err
 }
 

@@ -38,6 +38,12 @@ func NewSQLite(db *sql.DB, lim Limits, now func() time.Time) (*SQLite, error) {
 	if _, err := db.ExecContext(ctx, sqliteSchema); err != nil {
 		return nil, err
 	}
+	// The process owns the file (exclusive lock): a claim still pending
+	// at open belonged to a process that died with its request in flight.
+	// Nobody will finish it; a retry must run at once.
+	if _, err := db.ExecContext(ctx, `DELETE FROM idempotency WHERE rec IS NULL`); err != nil {
+		return nil, err
+	}
 	s := &SQLite{db: db, lim: lim, now: now}
 	var total sql.NullInt64
 	if err := db.QueryRowContext(ctx, `SELECT COUNT(*), SUM(size) FROM idempotency`).Scan(&s.count, &total); err != nil {
@@ -47,7 +53,7 @@ func NewSQLite(db *sql.DB, lim Limits, now func() time.Time) (*SQLite, error) {
 	return s, nil
 }
 
-func (s *SQLite) Claim(ctx context.Context, key, hash string, pending time.Duration) (State, *Record, string, error) {
+func (s *SQLite) Claim(ctx context.Context, key, hash string, lease time.Duration) (State, *Record, string, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.now().UnixMilli()
@@ -77,7 +83,7 @@ func (s *SQLite) Claim(ctx context.Context, key, hash string, pending time.Durat
 	}
 	tok = newToken()
 	if _, err := s.db.ExecContext(ctx, `INSERT INTO idempotency (k, hash, token, expires_ms) VALUES (?, ?, ?, ?)`,
-		key, hash, tok, now+pending.Milliseconds()); err != nil {
+		key, hash, tok, now+lease.Milliseconds()); err != nil {
 		return 0, nil, "", err
 	}
 	s.count++
@@ -126,6 +132,17 @@ func (s *SQLite) reclaim(ctx context.Context, now int64) {
 			s.total -= size
 		}
 	}
+}
+
+func (s *SQLite) Renew(ctx context.Context, key, token string, lease time.Duration) (bool, error) {
+	now := s.now().UnixMilli()
+	res, err := s.db.ExecContext(ctx, `UPDATE idempotency SET expires_ms = ? WHERE k = ? AND token = ? AND rec IS NULL AND expires_ms > ?`,
+		now+lease.Milliseconds(), key, token, now)
+	if err != nil {
+		return false, err
+	}
+	n, _ := res.RowsAffected()
+	return n == 1, nil
 }
 
 func (s *SQLite) Release(ctx context.Context, key, token string) error {

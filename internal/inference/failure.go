@@ -26,7 +26,7 @@ func (s *Plane) failed(w http.ResponseWriter, r *http.Request, proto front.Proto
 	case fail.Refusal != nil:
 		s.writeRefusal(w, proto, in.id, skippedRefusal(fail, in))
 	default:
-		writeFailure(w, proto, fail, in.snap.Secrets)
+		writeFailure(w, proto, fail, in.snap.Secrets, s.untried(r, in, fail))
 	}
 }
 
@@ -71,17 +71,20 @@ func skippedRefusal(fail *proxy.Failure, in *incoming) *admit.Refusal {
 type FailureDetail struct {
 	Attempts    []proxy.Attempt `json:"attempts"`
 	DeadlineHit bool            `json:"deadline_hit"`
+	// Skipped are the model's providers never sent to (see untried).
+	Skipped []proxy.Attempt `json:"skipped,omitempty"`
 }
 
 // writeFailure answers a loop that found no provider. A single provider's
-// own error passes through untouched (status and body); otherwise the
-// client gets the gateway's summary with every attempt.
+// own error passes through untouched (status and body) when it was the
+// only one the model could use; otherwise the client gets the gateway's
+// summary with every attempt and every provider skipped.
 //
 // Provider keys (secrets) are masked in what passes through: an upstream
 // may echo the request's Authorization header in its error.
-func writeFailure(w http.ResponseWriter, proto front.Protocol, f *proxy.Failure, secrets *redact.Secrets) {
+func writeFailure(w http.ResponseWriter, proto front.Protocol, f *proxy.Failure, secrets *redact.Secrets, skipped []proxy.Attempt) {
 	last := f.Last
-	if last != nil && last.Status >= 400 && len(last.Body) > 0 && singleProvider(f.Attempts) && jsoncheck.Valid(last.Body) &&
+	if last != nil && last.Status >= 400 && len(last.Body) > 0 && singleProvider(f.Attempts) && len(skipped) == 0 && jsoncheck.Valid(last.Body) &&
 		gjson.GetBytes(last.Body, "error").Exists() {
 		h := w.Header()
 		front.CopyUpstreamHeaders(h, last.Header)
@@ -117,14 +120,22 @@ func writeFailure(w http.ResponseWriter, proto front.Protocol, f *proxy.Failure,
 			b.WriteString(")")
 		}
 	}
-	if len(f.Attempts) == 0 {
+	for i, a := range skipped {
+		if i > 0 || len(f.Attempts) > 0 {
+			b.WriteString("; ")
+		}
+		b.WriteString(a.Provider)
+		b.WriteString(": ")
+		b.WriteString(a.Reason)
+	}
+	if len(f.Attempts)+len(skipped) == 0 {
 		b.WriteString("no provider was available")
 	}
 	if f.DeadlineHit {
 		b.WriteString("; request deadline reached")
 	}
 	e := &front.Error{Status: status, Type: front.GatewayErrors.For(status), Code: "all_failed", Message: b.String(),
-		Detail: FailureDetail{Attempts: f.Attempts, DeadlineHit: f.DeadlineHit}}
+		Detail: FailureDetail{Attempts: f.Attempts, DeadlineHit: f.DeadlineHit, Skipped: skipped}}
 	if status == 429 || status == 503 {
 		if last != nil && last.Header != nil && last.Header.Get("Retry-After") != "" {
 			w.Header().Set("Retry-After", secrets.String(last.Header.Get("Retry-After")))

@@ -99,6 +99,7 @@ func (s *Plane) serve(ctx context.Context, in *incoming, call *proxy.Call) (*pro
 			s.Log.LogAttrs(ctx, slog.LevelWarn, "model fallback", slog.String("model", rt.Model.Name),
 				slog.String("fallback", name), slog.String("condition", cond))
 			s.Metrics.ModelFallbacks.WithLabelValues(rt.Model.Name, name, cond).Inc()
+			traceFallback(ctx, rt.Model.Name, name, cond)
 			res, f := walk(s.fallbackCall(c, in, next, left))
 			if res != nil {
 				return res, nil

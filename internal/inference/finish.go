@@ -22,6 +22,7 @@ func (s *Plane) finishStream(ctx context.Context, rt *route.Route, res *proxy.Re
 	rt = servedRoute(res, rt)
 	defer s.Prober.AfterRequest(rt)
 	s.Proxy.SettleStream(ctx, res, st)
+	traceStream(res, st, outcome)
 	p := res.Candidate.Provider
 	s.Metrics.Streams.WithLabelValues(p, res.Candidate.Model, outcome).Inc()
 	if outcome != streamCompleted {

@@ -3,6 +3,8 @@ package inference
 import (
 	"encoding/json"
 	"testing"
+
+	"switchboard/internal/provider"
 )
 
 const chatBody = `{"model":"m","messages":[{"role":"user","content":"hi"}]}`
@@ -19,7 +21,7 @@ func FuzzInspectBody(f *testing.F) {
 	f.Add([]byte(`{"model":"m\u0000","stream":"true"}`))
 	f.Add([]byte("{\"model\":\"m\"}\n{}"))
 	f.Fuzz(func(t *testing.T, body []byte) {
-		model, _, e := inspectBody(body)
+		model, _, e := inspectBody(body, provider.Chat)
 		if e != nil {
 			if e.Status < 400 || e.Status > 499 || e.Message == "" {
 				t.Fatalf("refusal %+v", e)

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"unsafe"
 
@@ -15,6 +16,7 @@ import (
 	"switchboard/internal/limit"
 	"switchboard/internal/provider"
 	"switchboard/internal/proxy"
+	"switchboard/internal/reqcheck"
 	"switchboard/internal/snapshot"
 	"switchboard/internal/tenant"
 )
@@ -22,7 +24,7 @@ import (
 // Endpoint serves one of the OpenAI endpoints.
 func (s *Plane) Endpoint(ep provider.Endpoint) front.Handler {
 	return func(w http.ResponseWriter, r *http.Request, snap *snapshot.Snapshot, id *tenant.Identity) {
-		in := s.prepare(w, r, snap, id, front.OpenAI)
+		in := s.prepare(w, r, snap, id, front.OpenAI, ep)
 		if in == nil {
 			return
 		}
@@ -61,8 +63,10 @@ func modelNotFound(name string) *front.Error {
 // inspectBody validates the JSON envelope and reads model and stream
 // (on a refusal: what it read, for the usage row). A
 // duplicate top-level key is refused: parsers disagree on which copy wins,
-// so routing, billing and the upstream could each see another model.
-func inspectBody(body []byte) (model string, stream bool, e *front.Error) {
+// so routing, billing and the upstream could each see another model. So
+// is a key differing only by case from a field the gateway reads, or such
+// a field holding a value of another kind (reqcheck), on every endpoint.
+func inspectBody(body []byte, ep provider.Endpoint) (model string, stream bool, e *front.Error) {
 	if !jsoncheck.DepthOK(body, jsoncheck.MaxDepth) {
 		return "", false, front.Invalid(fmt.Sprintf("request body nests arrays or objects deeper than %d levels", jsoncheck.MaxDepth))
 	}
@@ -82,15 +86,26 @@ func inspectBody(body []byte) (model string, stream bool, e *front.Error) {
 	}
 	var seen [16]string
 	keys := seen[:0]
+	var many map[string]bool // past 16 keys: a scan per key would be quadratic (200k keys held a core for minutes)
 	root.ForEach(func(k, v gjson.Result) bool {
-		for _, s := range keys {
-			if s == k.Str {
-				e = front.Invalid(fmt.Sprintf("duplicate key %q in the request body", k.Str))
-				e.Param = k.Str
-				return false
+		dup := many[k.Str]
+		if many == nil {
+			dup = slices.Contains(keys, k.Str)
+			if keys = append(keys, k.Str); len(keys) > len(seen) {
+				many = make(map[string]bool, 2*len(keys))
+				for _, s := range keys {
+					many[s] = true
+				}
 			}
 		}
-		keys = append(keys, k.Str)
+		if dup {
+			e = front.Invalid(fmt.Sprintf("duplicate key %q in the request body", front.Shown(k.Str)))
+			e.Param = front.Shown(k.Str)
+			return false
+		}
+		if many != nil {
+			many[k.Str] = true
+		}
 		switch k.Str {
 		case "model":
 			if v.Type == gjson.String {
@@ -104,8 +119,14 @@ func inspectBody(body []byte) (model string, stream bool, e *front.Error) {
 		}
 		return true
 	})
+	if e == nil && model != "" {
+		if p := reqcheck.Check(string(ep), root); p != nil {
+			e = front.Invalid(p.Message)
+			e.Param = p.Param
+		}
+	}
 	if e != nil {
-		if e.Param == "model" {
+		if strings.EqualFold(e.Param, "model") {
 			model = "" // twice: which one the client meant is the question
 		}
 		return model, stream, e // for the refusal's usage row
@@ -159,17 +180,22 @@ func forwardHeaders(r *http.Request) http.Header {
 // the logical preparation slot and resolves the model. It writes every
 // refusal itself (nil = answered); the caller releases the slot when the
 // answer ends.
-func (s *Plane) prepare(w http.ResponseWriter, r *http.Request, snap *snapshot.Snapshot, id *tenant.Identity, proto front.Protocol) *incoming {
+func (s *Plane) prepare(w http.ResponseWriter, r *http.Request, snap *snapshot.Snapshot, id *tenant.Identity, proto front.Protocol, ep provider.Endpoint) *incoming {
 	body, aerr := front.ReadBody(r, w, snap.Config.Limits.MaxRequestBody, snap.Config.Limits.BodyTimeout.D())
 	if aerr != nil {
 		front.WriteError(w, proto, aerr)
 		s.refusedUsage(r, id, "", false, aerr.Status)
 		return nil
 	}
-	model, stream, aerr := inspectBody(body)
+	model, stream, aerr := inspectBody(body, ep)
 	if aerr != nil {
 		front.WriteError(w, proto, aerr)
 		s.refusedUsage(r, id, model, stream, aerr.Status)
+		return nil
+	}
+	in := &incoming{snap: snap, id: id, body: body, model: model, stream: stream}
+	if !s.requestTags(w, r, proto, in) {
+		s.refusedUsage(r, id, model, stream, http.StatusBadRequest)
 		return nil
 	}
 	release, ref := s.Admission.Enter(r.Context(), id)
@@ -189,7 +215,9 @@ func (s *Plane) prepare(w http.ResponseWriter, r *http.Request, snap *snapshot.S
 		s.refusedUsage(r, id, model, stream, http.StatusNotFound)
 		return nil
 	}
-	return &incoming{snap: snap, id: id, body: body, model: model, stream: stream, rt: rt, release: release}
+	in.rt, in.release = rt, release
+	s.observed(r, in)
+	return in
 }
 
 // call builds the attempt loop's input for in.

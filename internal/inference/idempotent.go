@@ -45,11 +45,11 @@ func (s *Plane) idempotent(w http.ResponseWriter, r *http.Request, proto front.P
 	skey := hex.EncodeToString(scope[:])
 	bh := sha256.Sum256(in.body)
 	hash := hex.EncodeToString(bh[:])
-	total := in.snap.Config.Timeouts.Request.D()
-	deadline := s.Clock.Now().Add(total)
+	deadline := s.Clock.Now().Add(in.snap.Config.Timeouts.Request.D())
+	lease := max(in.snap.Config.Idempotency.Lease.D(), time.Second) // validated; never a zero lease
 	for {
 		ctx, cancel := context.WithTimeout(r.Context(), time.Second)
-		st, rec, tok, err := s.Idempotency.Claim(ctx, skey, hash, total+30*time.Second)
+		st, rec, tok, err := s.Idempotency.Claim(ctx, skey, hash, lease)
 		cancel()
 		switch {
 		case err != nil:
@@ -58,6 +58,12 @@ func (s *Plane) idempotent(w http.ResponseWriter, r *http.Request, proto front.P
 				Message: "the Idempotency-Key store is unavailable; retry shortly", RetryAfter: time.Second})
 			return
 		case st == idempotency.Replay:
+			// Served to any key of the tenant: it is still a request of
+			// this key, within its own limits (no provider is called).
+			if ref := s.Admission.AdmitReplay(r.Context(), in.id, in.model); ref != nil {
+				s.writeRefusal(w, proto, in.id, ref)
+				return
+			}
 			s.Metrics.Queue.IdempotentReplays.Inc()
 			replay(w, rec)
 			return
@@ -67,7 +73,7 @@ func (s *Plane) idempotent(w http.ResponseWriter, r *http.Request, proto front.P
 				Message: "this Idempotency-Key was already used with a different request body"})
 			return
 		case st == idempotency.Fresh:
-			s.runRecorded(w, r, skey, tok, in.snap.Config.Idempotency.MaxBytes, serve)
+			s.runRecorded(w, r, skey, tok, in.snap.Config.Idempotency.MaxBytes, lease, serve)
 			return
 		}
 		// Pending: the first request is still running; wait for its answer.
@@ -87,13 +93,18 @@ func (s *Plane) idempotent(w http.ResponseWriter, r *http.Request, proto front.P
 }
 
 // runRecorded serves and stores the answer under the claim, if it is at
-// most limit bytes (idempotency.max_bytes).
-func (s *Plane) runRecorded(w http.ResponseWriter, r *http.Request, skey, tok string, limit int64, serve func(http.ResponseWriter)) {
+// most limit bytes (idempotency.max_bytes), renewing the claim's lease
+// while serve runs. A complete answer is stored even when its client hung
+// up the moment it had it: the answer exists, and the client's retry
+// must find it.
+func (s *Plane) runRecorded(w http.ResponseWriter, r *http.Request, skey, tok string, limit int64, lease time.Duration, serve func(http.ResponseWriter)) {
 	rw := &recorder{ResponseWriter: w, body: front.AnswerBuffer{Limit: limit}}
+	stop := s.renewClaim(r, skey, tok, lease)
 	serve(rw)
+	stop()
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), time.Second)
 	defer cancel()
-	if !rw.storable() || r.Context().Err() != nil {
+	if !rw.storable() {
 		if err := s.Idempotency.Release(ctx, skey, tok); err != nil {
 			s.Log.WarnContext(r.Context(), "idempotency: cannot release a key", "error", err.Error())
 		}
@@ -103,6 +114,42 @@ func (s *Plane) runRecorded(w http.ResponseWriter, r *http.Request, skey, tok st
 	if _, err := s.Idempotency.Finish(ctx, skey, tok, rec); err != nil {
 		s.Log.WarnContext(r.Context(), "idempotency: answer not stored", "error", err.Error())
 	}
+}
+
+// renewClaim renews a claim every third of its lease until stop is
+// called: a live owner keeps its key however long the request runs, a
+// dead one (kill -9) loses it within one lease. A claim found lost is
+// logged; the request goes on (its answer is then not stored).
+//
+// The ticks are real time, not s.Clock: the lease runs out on the
+// store's clock (Redis's own, or the process's), which no fake clock
+// moves.
+func (s *Plane) renewClaim(r *http.Request, skey, tok string, lease time.Duration) (stop func()) {
+	done, finished := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(finished)
+		t := time.NewTicker(lease / 3)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+			}
+			ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), lease/3)
+			ok, err := s.Idempotency.Renew(ctx, skey, tok, lease)
+			cancel()
+			switch {
+			case err != nil:
+				// The next tick retries: the lease may outlive a blip.
+				s.Log.WarnContext(r.Context(), "idempotency: cannot renew a claim", "error", err.Error())
+			case !ok:
+				s.Log.WarnContext(r.Context(), "idempotency: the claim lapsed while its request ran; its answer will not be stored")
+				return
+			}
+		}
+	}()
+	return func() { close(done); <-finished }
 }
 
 // replayHeaders are the answer's headers minus those that describe this

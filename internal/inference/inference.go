@@ -16,6 +16,7 @@ import (
 	"net/http"
 
 	"switchboard/internal/admit"
+	"switchboard/internal/alerts"
 	"switchboard/internal/clock"
 	"switchboard/internal/dispatch"
 	"switchboard/internal/idempotency"
@@ -23,7 +24,9 @@ import (
 	"switchboard/internal/proxy"
 	"switchboard/internal/route"
 	"switchboard/internal/snapshot"
+	"switchboard/internal/tags"
 	"switchboard/internal/tenant"
+	"switchboard/internal/tracing"
 	"switchboard/internal/usagelog"
 )
 
@@ -53,6 +56,13 @@ type Plane struct {
 	// Cutting reports that the drain bound was reached and the remaining
 	// connections are being closed: streams ending now were cut.
 	Cutting func() bool
+	// Tracer traces requests (nil: off); the server's front starts each
+	// request's span, the plane annotates it.
+	Tracer *tracing.Tracer
+	// Meter counts spend by the configured tag keys.
+	Meter *tags.Meter
+	// Alerts is the budget alert notifier (nil, or returning nil: off).
+	Alerts func() *alerts.Notifier
 }
 
 // incoming is one parsed client request holding a preparation slot.
@@ -64,6 +74,8 @@ type incoming struct {
 	stream  bool
 	rt      *route.Route
 	release func()
+	// tags are the request's (X-Switchboard-Tags, metadata), checked.
+	tags tags.Set
 }
 
 // queued reports whether this request is to be enqueued rather than run

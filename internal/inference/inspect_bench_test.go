@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+
+	"switchboard/internal/provider"
 )
 
 // inspectChatBody renders a chat request of about size bytes with "model"
@@ -31,7 +33,7 @@ func BenchmarkInspectBody(b *testing.B) {
 			b.SetBytes(int64(len(body)))
 			b.ReportAllocs()
 			for b.Loop() {
-				if model, stream, err := inspectBody(body); err != nil || model != "gpt-4o-mini" || !stream {
+				if model, stream, err := inspectBody(body, provider.Chat); err != nil || model != "gpt-4o-mini" || !stream {
 					b.Fatalf("inspectBody = %q %v %v", model, stream, err)
 				}
 			}

@@ -21,7 +21,7 @@ import (
 // translated to the internal (OpenAI chat) form and routed to any provider
 // type; Anthropic providers get the client's body untranslated.
 func (s *Plane) Messages(w http.ResponseWriter, r *http.Request, snap *snapshot.Snapshot, id *tenant.Identity) {
-	in := s.prepare(w, r, snap, id, front.Anthropic)
+	in := s.prepare(w, r, snap, id, front.Anthropic, provider.Messages)
 	if in == nil {
 		return
 	}

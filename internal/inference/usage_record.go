@@ -9,6 +9,7 @@ import (
 	"switchboard/internal/front"
 	"switchboard/internal/provider"
 	"switchboard/internal/proxy"
+	"switchboard/internal/tags"
 	"switchboard/internal/tenant"
 	"switchboard/internal/usagelog"
 )
@@ -23,6 +24,8 @@ type usageRecord struct {
 	// ingress: a queued request refused before it was enqueued (the queue
 	// full or unreachable); no worker records it, so the ingress does.
 	ingress bool
+	// tags are the request's, for the tag metric.
+	tags tags.Set
 }
 
 type usageRecordKey struct{}
@@ -34,7 +37,8 @@ func (s *Plane) beginUsage(w http.ResponseWriter, r *http.Request, in *incoming,
 	if s.UsageLog() == nil {
 		return w, r, nil
 	}
-	u := &usageRecord{w: &usageWriter{ResponseWriter: w}, row: s.usageRow(r, in.id, in.model, string(ep), in.stream)}
+	u := &usageRecord{w: &usageWriter{ResponseWriter: w}, row: s.usageRow(r, in.id, in.model, string(ep), in.stream), tags: in.tags}
+	u.row.Tags = in.tags.Map()
 	ctx := context.WithValue(admit.WithTally(r.Context(), &u.tally), usageRecordKey{}, u)
 	return u.w, r.WithContext(ctx), u
 }
@@ -83,6 +87,7 @@ func (s *Plane) endUsage(r *http.Request, u *usageRecord) {
 		row.PromptTokens, row.CompletionTokens = t.Input, t.Output
 		row.CostNano, row.HeldNano, row.Unpriced = t.Cost, t.Held, t.Unpriced
 		l.Record(row)
+		s.Meter.Observe(u.tags, t.Cost)
 	})
 }
 

@@ -58,7 +58,7 @@ type overviewTenant struct {
 }
 
 // Overview serves GET /admin/v1/overview.
-func (s *Plane) Overview(w http.ResponseWriter, r *http.Request, _ *snapshot.Snapshot, _ *tenant.Identity) {
+func (s *Plane) Overview(w http.ResponseWriter, r *http.Request, snap *snapshot.Snapshot, _ *tenant.Identity) {
 	ctx, cancel := context.WithTimeout(r.Context(), queryTimeout)
 	defer cancel()
 	now := s.Clock.Now()
@@ -148,5 +148,6 @@ func (s *Plane) Overview(w http.ResponseWriter, r *http.Request, _ *snapshot.Sna
 	}
 	front.WriteJSON(w, http.StatusOK, map[string]any{"object": "overview", "timestamp": now.UnixMilli(), "since": since.UnixMilli(),
 		"usage_log": logOn, "tenants": tenants, "tenants_total": len(all), "tenants_truncated": len(all) > MaxDashTenants,
-		"keys": keys, "keys_total": keysTotal, "keys_truncated": keysTotal > MaxOverviewKeys, "usage_by_model": points})
+		"keys": keys, "keys_total": keysTotal, "keys_truncated": keysTotal > MaxOverviewKeys, "usage_by_model": points,
+		"alerts": s.overviewAlerts(ctx), "tag_keys": tagKeys(snap.Config)})
 }

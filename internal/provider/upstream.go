@@ -7,6 +7,8 @@ import (
 	"strings"
 	"sync/atomic"
 
+	"go.opentelemetry.io/otel/propagation"
+
 	"switchboard/internal/config"
 )
 
@@ -120,6 +122,10 @@ func (u *Upstream) NewRequest(ctx context.Context, url string, req *Request, bod
 	h.Del("Authorization")
 	h.Del("X-Api-Key")
 	h.Del("X-Goog-Api-Key")
+	// The attempt's span, when traced (W3C trace context only, nothing
+	// without a span): the provider's spans join the trace. otel's
+	// propagator directly, not package tracing, keeps provider low.
+	propagation.TraceContext{}.Inject(ctx, propagation.HeaderCarrier(h))
 	h["Content-Type"] = JSONType
 	if req.Stream {
 		h["Accept"] = eventStreamType

@@ -147,6 +147,7 @@ func (p *Proxy) race(ctx context.Context, c *Call, first *route.Candidate, rest 
 				continue
 			}
 			r.start(ctx, cand, true)
+			traceHedge(ctx, "started", cand.Provider, delay)
 			running++
 			extra++
 			return true
@@ -247,6 +248,7 @@ func (r *race) commit(ctx context.Context, win outcome, running int) {
 		by = "hedge"
 		r.censored()
 	}
+	traceHedge(ctx, "won_by_"+by, win.s.cand.Provider, r.p.Clock.Now().Sub(r.began))
 	if m := r.p.Metrics; m != nil {
 		m.Hedge.Won.WithLabelValues(r.model(), win.s.cand.Provider, by).Inc()
 	}

@@ -33,6 +33,7 @@ import (
 	"switchboard/internal/spend"
 	"switchboard/internal/sse"
 	"switchboard/internal/tenant"
+	"switchboard/internal/tracing"
 	"switchboard/internal/track"
 )
 
@@ -149,6 +150,9 @@ type Result struct {
 	// StripUsage: the gateway added include_usage; drop the usage-only
 	// chunk before the client sees it.
 	StripUsage bool
+	// Trace is a stream's attempt span, ended by its relay (nil: not
+	// traced).
+	Trace *tracing.Attempt
 	// Sent is when the winning attempt was sent.
 	Sent   time.Time
 	body   io.Closer
@@ -167,6 +171,7 @@ type Result struct {
 // Close releases the upstream stream, or the unary answer's share of the
 // buffer budget.
 func (r *Result) Close() {
+	r.Trace.End()
 	r.hold.Release()
 	if r.busy != nil {
 		r.busy()
@@ -228,6 +233,9 @@ type Proxy struct {
 	// Stats are the measured TTFTs a percentile hedge delay is read from;
 	// nil: such hedges never start (fixed delays still do).
 	Stats *route.Stats
+	// Tracer makes a span per attempt and events of the loop's decisions
+	// (trace.go); nil traces nothing.
+	Tracer *tracing.Tracer
 
 	hedges sync.WaitGroup // races settling their losers
 }
@@ -264,6 +272,7 @@ func (p *Proxy) Do(ctx context.Context, c *Call) (*Result, *Failure) {
 			}
 		}
 		cands, forced := p.available(order)
+		p.traceUnavailable(ctx, order, cands, forced)
 		allClientErrors := true
 		var hedged []*route.Candidate // sent to by a hedge this round
 		for i, cand := range cands {
@@ -302,7 +311,7 @@ func (p *Proxy) Do(ctx context.Context, c *Call) (*Result, *Failure) {
 func (p *Proxy) tryProvider(ctx context.Context, c *Call, cand *route.Candidate, deadline time.Time, f *Failure) (res *Result, stop, clientErr bool) {
 	stale := 0
 	for attempt := 0; attempt < max(1, c.Opts.MaxAttempts); attempt++ {
-		res, perr := p.attempt(ctx, c, cand, deadline)
+		res, perr := p.attempt(ctx, c, cand, deadline, attempt)
 		if perr == nil {
 			p.observe(cand, health.Success)
 			if p.Metrics != nil {
@@ -371,6 +380,7 @@ func (p *Proxy) tryProvider(ctx context.Context, c *Call, cand *route.Candidate,
 		retry429 := c.Opts.Retry429 && perr.Kind == provider.KindHTTP && perr.Status == http.StatusTooManyRequests
 		if q, ok := health.Quota(perr.Status, perr.Body); ok && perr.Kind == provider.KindHTTP && !retry429 {
 			p.pause(cand, perr, q, c.Opts.DefaultPause)
+			tracePause(ctx, cand, q)
 			p.observe(cand, health.Neutral)
 			return nil, false, false
 		}
@@ -398,6 +408,7 @@ func (p *Proxy) tryProvider(ctx context.Context, c *Call, cand *route.Candidate,
 			break
 		}
 		if p.Health != nil && !p.Health.Available(cand.Provider) && len(c.Route.Candidates) > 1 {
+			traceCircuit(ctx, cand.Provider, "opened")
 			return nil, false, false // its circuit just opened; others may serve
 		}
 		wait := p.backoff(attempt, c.Opts)
@@ -411,6 +422,7 @@ func (p *Proxy) tryProvider(ctx context.Context, c *Call, cand *route.Candidate,
 		if p.Clock.Now().Add(wait).After(deadline) {
 			return nil, false, false // not started: the next provider may need no wait
 		}
+		traceRetry(ctx, cand, attempt, reason, wait)
 		if !p.wait(ctx, wait, deadline, f) {
 			return nil, true, false
 		}
@@ -421,11 +433,12 @@ func (p *Proxy) tryProvider(ctx context.Context, c *Call, cand *route.Candidate,
 // attempt admits, sends once and, for streams, reads until the first
 // token; the admission is settled on every outcome but a committed stream,
 // whose relay settles it.
-func (p *Proxy) attempt(ctx context.Context, c *Call, cand *route.Candidate, deadline time.Time) (*Result, *provider.Error) {
+func (p *Proxy) attempt(ctx context.Context, c *Call, cand *route.Candidate, deadline time.Time, retry int) (*Result, *provider.Error) {
 	req, native, strip, perr := p.request(c, cand)
 	if perr != nil {
 		return nil, perr
 	}
+	ctx, sp := p.traceAttempt(ctx, c, cand, req, retry)
 	var pm *admit.Permit
 	if p.Admission != nil {
 		// Estimates and prices come from the body the provider will send:
@@ -440,6 +453,7 @@ func (p *Proxy) attempt(ctx context.Context, c *Call, cand *route.Candidate, dea
 		pm, ref = p.Admission.Admit(ctx, admit.AttemptInfo{Identity: c.Identity, Provider: cand.Provider,
 			ProviderType: cand.Type, Model: cand.Model, ClientModel: c.ClientModel, Endpoint: ep, Body: body,
 			NoWait: c.side.noWait()})
+		traceAdmission(sp, pm, ref)
 		if ref != nil {
 			return nil, &provider.Error{Kind: provider.KindRefused, Status: ref.Status, Msg: ref.Message, Err: ref}
 		}
@@ -511,6 +525,7 @@ func (p *Proxy) attempt(ctx context.Context, c *Call, cand *route.Candidate, dea
 	if perr == nil && res.Events != nil {
 		res.StripUsage = strip
 	}
+	traceOutcome(sp, res, perr, pm)
 	return res, perr
 }
 

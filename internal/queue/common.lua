@@ -17,6 +17,46 @@ local P = ARGV[1]
 local function I(x) return string.format('%d', x) end
 local function num(v) return tonumber(v) or 0 end
 
+-- int: v is a decimal integer as the scripts write them, small enough for
+-- HINCRBY and exact in Lua's doubles (16 characters at most).
+local function int(v)
+  return type(v) == 'string' and #v <= 16 and string.match(v, '^%-?%d+$') ~= nil
+end
+
+-- malformed names the first field of a job record that a transition
+-- computes with (HINCRBY, ZADD, a comparison) and that is not what the
+-- scripts write; nil when the record is well-formed. A record another
+-- program wrote or a corrupted one must not make a script fail: a script
+-- that errors on the job at the head of a queue stops every worker from
+-- leasing anything behind it.
+local function malformed(h)
+  if type(h.prov) ~= 'string' or h.prov == '' then return 'prov' end
+  for _, f in ipairs({'gen', 'dlv', 'dl', 'to', 'score', 'rb', 'tb', 'tier'}) do
+    if not int(h[f]) then return f end
+  end
+  return nil
+end
+
+-- acct_num reads a byte counter of the acct hash (0 when it is absent or
+-- not an integer; acct_add then restarts it).
+local function acct_num(f)
+  local v = redis.call('HGET', P .. 'acct', f)
+  if int(v) then return tonumber(v) end
+  return 0
+end
+
+-- acct_add adds d to a byte counter of the acct hash; a counter that is
+-- not an integer (written by something else) restarts from 0, logged,
+-- rather than failing every transition that counts bytes.
+local function acct_add(f, d)
+  local v = redis.call('HGET', P .. 'acct', f)
+  if v and not int(v) then
+    redis.log(redis.LOG_WARNING, 'switchboard queue: counter acct.' .. f .. ' was not an integer; restarted from 0')
+    redis.call('HSET', P .. 'acct', f, '0')
+  end
+  redis.call('HINCRBY', P .. 'acct', f, I(d))
+end
+
 local function now_ms()
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -41,7 +81,7 @@ local function unlease(id, h, used)
   redis.call('ZREM', P .. 'leases', id)
   redis.call('ZREM', P .. 'p:' .. (h.prov or ''), id)
   local tb = num(h.tb)
-  redis.call('HINCRBY', P .. 'acct', 'term', I(used - tb))
+  acct_add('term', used - tb)
   redis.call('HSET', job(id), 'tb', I(used))
   -- A provider slot and terminal capacity just freed: a job waiting for
   -- either can be leased now, not at the workers' next idle poll.
@@ -90,11 +130,11 @@ local function drop(id, h)
     redis.call('ZREM', P .. 'w:' .. (h.prov or ''), id)
     redis.call('ZREM', P .. 'p:' .. (h.prov or ''), id)
     if h.st == 'dead' then
-      redis.call('HINCRBY', P .. 'acct', 'dlqb', I(-num(h.rb)))
+      acct_add('dlqb', -num(h.rb))
     else
-      redis.call('HINCRBY', P .. 'acct', 'base', I(-num(h.rb)))
+      acct_add('base', -num(h.rb))
     end
-    redis.call('HINCRBY', P .. 'acct', 'term', I(-num(h.tb)))
+    acct_add('term', -num(h.tb))
   end
   redis.call('DEL', job(id), P .. 'r:' .. id, P .. 't:' .. id)
   for _, ix in ipairs({'leases', 'origins', 'done', 'dlq', 'jobs'}) do
@@ -105,7 +145,7 @@ end
 -- fence checks a worker's token and generation: 'ok', 'canceled' (the
 -- job was canceled while this delivery held it) or 'lost'.
 local function fence(h, tok, gen)
-  if not h or h.tok ~= tok or h.gen ~= gen then return 'lost' end
+  if not h or h.tok ~= tok or h.gen ~= gen or malformed(h) then return 'lost' end
   if h.st == 'leased' then return 'ok' end
   if h.st == 'canceled' then return 'canceled' end
   return 'lost'
@@ -120,8 +160,8 @@ local function to_dlq(id, h, why, ttl, now)
   redis.call('ZREM', P .. 'jobs', id)
   redis.call('ZREM', P .. 'origins', id)
   redis.call('ZADD', P .. 'dlq', I(now), id)
-  redis.call('HINCRBY', P .. 'acct', 'base', I(-num(h.rb)))
-  redis.call('HINCRBY', P .. 'acct', 'dlqb', I(num(h.rb)))
+  acct_add('base', -num(h.rb))
+  acct_add('dlqb', num(h.rb))
   local env = dead_env(why)
   notify(h.org, id, h.gen or '0', 'X', 0, env)
 end

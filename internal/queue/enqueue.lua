@@ -20,10 +20,14 @@ local function reclaim(n)
   for _, d in ipairs(ids) do drop(d, fields(d)) end
   return #ids
 end
-if redis.call('ZCARD', P .. 'jobs') >= max_jobs or num(redis.call('HGET', P .. 'acct', 'base')) + rb > max_base then
+if redis.call('ZCARD', P .. 'jobs') >= max_jobs or acct_num('base') + rb > max_base then
   reclaim(16)
   if redis.call('ZCARD', P .. 'jobs') >= max_jobs then return {'full', 'retained_jobs'} end
-  if num(redis.call('HGET', P .. 'acct', 'base')) + rb > max_base then return {'full', 'retained_bytes'} end
+  if acct_num('base') + rb > max_base then return {'full', 'retained_bytes'} end
+end
+if not int(redis.call('GET', P .. 'seq') or '0') then
+  redis.log(redis.LOG_WARNING, 'switchboard queue: counter seq was not an integer; restarted from 0')
+  redis.call('SET', P .. 'seq', '0')
 end
 local seq = redis.call('INCR', P .. 'seq')
 local score = (1000 - tier) * 1e12 + (seq % 1e12)
@@ -34,7 +38,7 @@ redis.call('SET', P .. 'r:' .. id, req)
 redis.call('ZADD', P .. 'w:' .. prov, I(score), id)
 redis.call('ZADD', P .. 'jobs', I(now), id)
 if org ~= '' then redis.call('ZADD', P .. 'origins', I(math.min(now + olease, now + timeout)), id) end
-redis.call('HINCRBY', P .. 'acct', 'base', I(rb))
+acct_add('base', rb)
 redis.call('SADD', P .. 'provs', prov)
 redis.call('PUBLISH', P .. 'wake', prov)
 return {'ok', I(now), I(now + timeout)}

@@ -3,12 +3,12 @@
 -- limit, 0 = none). Takes the best waiting job of the first provider (in
 -- rotation from start) with room, reserving its terminal capacity before
 -- dispatch. Returns {} when nothing can be leased, {'skip', id, why} for a
--- record it had to drop, else the delivery.
+-- record it had to drop or dead-letter, else the delivery.
 local wrk, tok, lease = ARGV[2], ARGV[3], tonumber(ARGV[4])
 local ures, sres, max_term, ttl = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[8])
 local start, n = tonumber(ARGV[9]), tonumber(ARGV[10])
 local now = now_ms()
-local term = num(redis.call('HGET', P .. 'acct', 'term'))
+local term = acct_num('term')
 for k = 0, n - 1 do
   local i = (start + k) % n
   local prov, lim = ARGV[11 + 2 * i], tonumber(ARGV[12 + 2 * i])
@@ -18,10 +18,20 @@ for k = 0, n - 1 do
     if #top > 0 then
       local id = top[1]
       local h = fields(id)
-      if not h or h.st ~= 'waiting' or not tonumber(h.dl) then
-        -- A foreign or half-written record: never dispatched.
+      if not h or h.st ~= 'waiting' then
+        -- A foreign or stale entry: never dispatched.
         redis.call('ZREM', wkey, id)
         return {'skip', id, 'malformed job record'}
+      end
+      local bad = malformed(h)
+      if bad then
+        -- A record no transition can compute with: to the DLQ (its
+        -- origin is told at once), never dispatched, and the queue
+        -- behind it keeps moving.
+        redis.call('ZREM', wkey, id)
+        local why = 'malformed job record (field ' .. bad .. ' is not what the queue writes)'
+        to_dlq(id, h, why, ttl, now)
+        return {'skip', id, why .. '; dead-lettered'}
       end
       if tonumber(h.dl) <= now then
         finish(id, h, 'done', '{"kind":"expired","status":504}\n', ttl, now)
@@ -38,7 +48,7 @@ for k = 0, n - 1 do
         redis.call('HSET', job(id), 'st', 'leased', 'tok', tok, 'wrk', wrk, 'tb', I(res))
         redis.call('ZADD', P .. 'leases', I(now + lease), id)
         redis.call('ZADD', P .. 'p:' .. prov, I(now + lease), id)
-        redis.call('HINCRBY', P .. 'acct', 'term', I(res))
+        acct_add('term', res)
         local req = redis.call('GET', P .. 'r:' .. id) or ''
         return {'job', id, I(gen), I(dlv), h.dl, I(now), prov, req}
       end

@@ -443,6 +443,86 @@ func TestParseTerminalIsTotal(t *testing.T) {
 	}
 }
 
+// A waiting job whose record holds something a script computes with that
+// is not an integer (gen, dlv, score, ...) goes to the DLQ with the field
+// named, its origin is told, and the jobs behind it are still leased: one
+// bad record must not stop every worker. A corrupted byte counter or
+// sequence restarts instead of failing every transition.
+func TestMalformedFieldsGoToTheDLQ(t *testing.T) {
+	for _, field := range []string{"gen", "dlv", "score", "dl", "tb", "rb", "to", "tier", "prov"} {
+		t.Run(field, func(t *testing.T) {
+			q, _ := open(t, Options{})
+			bad, good := job("a", 5), job("a", 0) // bad is at the head (higher tier)
+			for _, j := range []*Job{bad, good} {
+				if _, err := q.Enqueue(bg, j); err != nil {
+					t.Fatal(err)
+				}
+			}
+			sub := q.c.Subscribe(bg, q.originChannel("o1"))
+			defer sub.Close()
+			if _, err := sub.Receive(bg); err != nil {
+				t.Fatal(err)
+			}
+			v := "x1"
+			if field == "prov" {
+				v = ""
+			}
+			q.c.HSet(bg, Namespace+"j:"+bad.ID, field, v)
+			_, err := q.Lease(bg, "w", []Cap{{Provider: "a"}}, 0)
+			var sk *Skipped
+			if !errors.As(err, &sk) || sk.ID != bad.ID || !strings.Contains(sk.Why, "field "+field) || !strings.Contains(sk.Why, "dead-lettered") {
+				t.Fatalf("lease over a bad %s: %v", field, err)
+			}
+			l := mustLease(t, q)
+			if l.ID != good.ID {
+				t.Fatalf("leased %s, want the good job", l.ID)
+			}
+			d, err := q.DeadJob(bg, bad.ID)
+			if err != nil || !strings.Contains(d.Error, "field "+field) {
+				t.Fatalf("dlq entry: %+v %v", d, err)
+			}
+			msg, err := sub.ReceiveMessage(bg)
+			if err != nil || !strings.Contains(msg.Payload, bad.ID) || !strings.Contains(msg.Payload, `"kind":"dead"`) {
+				t.Fatalf("origin message: %v %v", msg, err)
+			}
+			if err := q.Retry(bg, bad.ID); !errors.Is(err, ErrMalformed) {
+				t.Fatalf("retry of a malformed record: %v", err)
+			}
+			if err := q.Drop(bg, bad.ID); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+	t.Run("leased", func(t *testing.T) {
+		q, _ := open(t, Options{Lease: time.Second})
+		j := job("a", 0)
+		q.Enqueue(bg, j)
+		l := mustLease(t, q)
+		q.c.HSet(bg, Namespace+"j:"+j.ID, "score", "NaN")
+		if err := q.Heartbeat(bg, l); !errors.Is(err, ErrLost) {
+			t.Fatalf("heartbeat on a corrupted record: %v", err)
+		}
+		waitFor(t, "the reaper's DLQ move", func() bool {
+			_, err := q.Reap(bg)
+			d, derr := q.DeadJob(bg, j.ID)
+			return err == nil && derr == nil && strings.Contains(d.Error, "field score")
+		})
+	})
+	t.Run("counters", func(t *testing.T) {
+		q, _ := open(t, Options{})
+		q.c.HSet(bg, Namespace+"acct", "term", "garbage", "base", "1e400")
+		q.c.Set(bg, Namespace+"seq", "abc", 0)
+		j := job("a", 0)
+		if _, err := q.Enqueue(bg, j); err != nil {
+			t.Fatal(err)
+		}
+		l := mustLease(t, q)
+		if err := q.Complete(bg, l, []byte(`{"kind":"unary","status":200}`+"\n{}")); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
 // A bound left at zero is the config's default for it: a config whose
 // queue section is empty and zero Options give one queue.
 func TestZeroOptionsAreTheConfigDefaults(t *testing.T) {

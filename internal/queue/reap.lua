@@ -13,6 +13,10 @@ for _, id in ipairs(redis.call('ZRANGEBYSCORE', P .. 'leases', '-inf', I(now), '
   if not h or h.st ~= 'leased' then
     redis.call('ZREM', P .. 'leases', id)
     if h then redis.call('ZREM', P .. 'p:' .. (h.prov or ''), id) end
+  elseif malformed(h) then
+    -- Corrupted while leased: its worker's fenced calls already fail.
+    to_dlq(id, h, 'malformed job record (field ' .. malformed(h) .. ' is not what the queue writes)', ttl, now)
+    dead = dead + 1
   elseif h.com == '1' then
     -- Its stream already reached the client, which cannot be given a
     -- second run: the origin ends the stream (R) and the job is canceled
@@ -51,7 +55,7 @@ local function dlq_drop(id)
 end
 for _, id in ipairs(redis.call('ZRANGEBYSCORE', P .. 'dlq', '-inf', I(now - dlq_ttl), 'LIMIT', 0, batch)) do dlq_drop(id) end
 local k = 0
-while k < batch and (redis.call('ZCARD', P .. 'dlq') > dlq_max or num(redis.call('HGET', P .. 'acct', 'dlqb')) > dlq_bytes) do
+while k < batch and (redis.call('ZCARD', P .. 'dlq') > dlq_max or acct_num('dlqb') > dlq_bytes) do
   local old = redis.call('ZRANGE', P .. 'dlq', 0, 0)
   if #old == 0 then break end
   dlq_drop(old[1])

@@ -78,6 +78,10 @@ type Dead struct {
 // ErrNotFound: no such DLQ entry.
 var ErrNotFound = errors.New("no such dead-lettered job")
 
+// ErrMalformed: a DLQ entry whose record the queue cannot run (it was
+// dead-lettered for that); it can only be dropped.
+var ErrMalformed = errors.New("the job record is malformed and cannot be retried; drop it")
+
 // DLQ lists up to limit dead-lettered jobs, oldest first.
 func (q *Queue) DLQ(ctx context.Context, limit int) ([]Dead, error) {
 	ids, err := q.c.ZRange(ctx, q.opts.Load().Prefix+"dlq", 0, int64(max(1, limit))-1).Result()
@@ -129,6 +133,8 @@ func (q *Queue) dlqOp(ctx context.Context, op, id string) error {
 		return ErrNotFound
 	case s == "full":
 		return ErrFull
+	case s == "malformed":
+		return ErrMalformed
 	case s == "retried" || s == "dropped":
 		return nil
 	}

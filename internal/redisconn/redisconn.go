@@ -24,8 +24,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/redis/go-redis/v9/maintnotifications"
-
-	"switchboard/internal/config"
 )
 
 // Options say where Redis is and how long each wait may take.
@@ -46,14 +44,6 @@ type Options struct {
 	CommandTimeout, ConnectTimeout time.Duration
 	// PoolSize is the connections per server (0: go-redis's default).
 	PoolSize int
-}
-
-// FromConfig is the options of a config's redis section with a pool of
-// pool connections per server.
-func FromConfig(r *config.Redis, pool int) Options {
-	return Options{URL: r.URL, Cluster: r.Cluster, Seeds: r.Seeds, SentinelMaster: r.Sentinel.Master,
-		SentinelAddrs: r.Sentinel.Addrs, SentinelPassword: r.Sentinel.Password,
-		CommandTimeout: r.CommandTimeout.D(), ConnectTimeout: r.ConnectTimeout.D(), PoolSize: pool}
 }
 
 // Kind names the topology, for logs.

@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"io"
 	"log/slog"
 	"maps"
 	"os"
@@ -82,14 +83,24 @@ func watch(ctx context.Context, path string, last []byte, poll time.Duration, lo
 }
 
 // digest is the file's content hash, nil when it cannot be read (mid-save).
+// At most maxDigest bytes are hashed, streamed: a path that names something
+// endless (a symlink to /dev/zero) costs a bounded read per poll, never
+// memory; the config loader refuses such a file with its own error.
 func digest(path string) []byte {
-	b, err := os.ReadFile(path)
+	f, err := os.Open(path)
 	if err != nil {
 		return nil
 	}
-	h := sha256.Sum256(b)
-	return h[:]
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, io.LimitReader(f, maxDigest)); err != nil {
+		return nil
+	}
+	return h.Sum(nil)
 }
+
+// maxDigest is the largest file the loader reads (config.MaxKeysFileBytes).
+const maxDigest = 64 << 20
 
 // Files keeps one Watch running per file with one poll interval, and
 // restarts them when a reload changes the interval or the files, so
@@ -114,9 +125,11 @@ func NewFiles(ctx context.Context, log *slog.Logger, onChange func(trigger strin
 }
 
 // Set watches files (path → trigger name) every interval; the same
-// interval and files keep the running watches. It may be called from
-// onChange.
-func (f *Files) Set(interval time.Duration, files map[string]string) {
+// interval and files keep the running watches. baselines holds the
+// SHA-256 of the content in force for a path (what the config was built
+// from): a write between that read and this call is still a change. A
+// path without one is read now. It may be called from onChange.
+func (f *Files) Set(interval time.Duration, files map[string]string, baselines map[string][]byte) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.files != nil && interval == f.interval && maps.Equal(files, f.files) {
@@ -133,9 +146,13 @@ func (f *Files) Set(interval time.Duration, files map[string]string) {
 		return
 	}
 	for path, trigger := range files {
-		// The baseline is read here, not in the goroutine: once Set has
+		// The baseline is fixed here, not in the goroutine: once Set has
 		// returned (the gateway says it is listening), any write counts.
-		go watch(ctx, path, digest(path), interval, f.log, func() { f.onChange(trigger) })
+		base := baselines[path]
+		if base == nil {
+			base = digest(path)
+		}
+		go watch(ctx, path, base, interval, f.log, func() { f.onChange(trigger) })
 	}
 }
 

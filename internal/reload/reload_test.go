@@ -2,6 +2,7 @@ package reload
 
 import (
 	"context"
+	"crypto/sha256"
 	"io"
 	"log/slog"
 	"os"
@@ -70,14 +71,14 @@ func TestFilesFollowsTheReloadedInterval(t *testing.T) {
 	f := NewFiles(ctx, slog.New(slog.NewTextHandler(io.Discard, nil)), func(trigger string) { changes <- trigger })
 	files := map[string]string{path: "file change"}
 
-	f.Set(0, files)
+	f.Set(0, files, nil)
 	os.WriteFile(path, []byte("a: 2\n"), 0o644)
 	select {
 	case tr := <-changes:
 		t.Fatalf("interval 0 still watched: %s", tr)
 	case <-time.After(150 * time.Millisecond):
 	}
-	f.Set(20*time.Millisecond, files)
+	f.Set(20*time.Millisecond, files, nil)
 	if f.Interval() != 20*time.Millisecond {
 		t.Fatalf("interval %v", f.Interval())
 	}
@@ -90,7 +91,7 @@ func TestFilesFollowsTheReloadedInterval(t *testing.T) {
 	case <-time.After(3 * time.Second):
 		t.Fatal("the change was not noticed after the interval was set")
 	}
-	f.Set(20*time.Millisecond, map[string]string{path: "file change"}) // same: no restart, no spurious call
+	f.Set(20*time.Millisecond, map[string]string{path: "file change"}, nil) // same: no restart, no spurious call
 	select {
 	case tr := <-changes:
 		t.Fatalf("unchanged settings caused a reload: %s", tr)
@@ -109,7 +110,7 @@ func TestSetBaselineIsTakenBeforeItReturns(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		changes := make(chan string, 10)
 		f := NewFiles(ctx, slog.New(slog.NewTextHandler(io.Discard, nil)), func(tr string) { changes <- tr })
-		f.Set(20*time.Millisecond, map[string]string{path: "config"})
+		f.Set(20*time.Millisecond, map[string]string{path: "config"}, nil)
 		os.WriteFile(path, []byte("a: 2\n"), 0o644)
 		select {
 		case <-changes:
@@ -117,5 +118,30 @@ func TestSetBaselineIsTakenBeforeItReturns(t *testing.T) {
 			t.Fatalf("run %d: a write right after Set was never noticed", i)
 		}
 		cancel()
+	}
+}
+
+// A write that lands between the read a config was built from and Set
+// (a reload applying a keys file at a new path while its editor saves
+// again) is a change: the baseline is the content in force, not the
+// content Set finds.
+func TestSetBaselineIsTheContentInForce(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "keys.json")
+	os.WriteFile(path, []byte(`{"a": 1}`), 0o644)
+	inForce := sha256.Sum256([]byte(`{"a": 1}`))
+	os.WriteFile(path, []byte(`{"b": 2}`), 0o644) // after the read, before Set
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	changes := make(chan string, 10)
+	f := NewFiles(ctx, slog.New(slog.NewTextHandler(io.Discard, nil)), func(tr string) { changes <- tr })
+	f.Set(20*time.Millisecond, map[string]string{path: "keys file change"}, map[string][]byte{path: inForce[:]})
+	select {
+	case tr := <-changes:
+		if tr != "keys file change" {
+			t.Fatalf("trigger %q", tr)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("a write between the config's read and Set was never noticed")
 	}
 }

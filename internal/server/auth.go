@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"switchboard/internal/front"
+	"switchboard/internal/operator"
 	"switchboard/internal/snapshot"
 	"switchboard/internal/tenant"
 )
@@ -38,6 +39,23 @@ func (s *Server) authed(h front.Handler) http.HandlerFunc {
 			return
 		}
 		h(w, r, snap, id)
+	}
+}
+
+// viewer runs an operator view (/dashboard/data, /v1/health/detail,
+// /v1/usage) for the caller entry admits, or for auth.admin_token as an
+// admin key (operator.AdminTokenIdentity): the /admin page's link to the
+// dashboard works with the token it was opened with. The token stays no
+// /v1 key: the inference plane's routes use authed, which refuses it.
+func (s *Server) viewer(h front.Handler) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if snap := s.snap.Load(); snap != nil && snap.AdminHash != nil && !s.draining.Load() {
+			if k := front.PresentedKey(r); k != "" && checkToken(k, snap.AdminHash) {
+				h(w, r, snap, operator.AdminTokenIdentity)
+				return
+			}
+		}
+		s.authed(h)(w, r)
 	}
 }
 

@@ -41,6 +41,8 @@ type cloudFake struct {
 	// fail, when set, is written instead of an answer.
 	fail func(w http.ResponseWriter)
 	n    atomic.Int32
+	// parents are the traceparent headers received, in order.
+	parents []string
 }
 
 type cloudCall struct {
@@ -67,6 +69,16 @@ func (f *cloudFake) last(t *testing.T) cloudCall {
 	return f.calls[len(f.calls)-1]
 }
 
+// lastParent is the traceparent of the last request ("" when none).
+func (f *cloudFake) lastParent() string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.parents) == 0 {
+		return ""
+	}
+	return f.parents[len(f.parents)-1]
+}
+
 // problems lists what the stand-in found wrong in any request.
 func (f *cloudFake) problems() []string {
 	f.mu.Lock()
@@ -81,7 +93,12 @@ func (f *cloudFake) problems() []string {
 }
 
 func (f *cloudFake) start(t *testing.T, h http.HandlerFunc) {
-	f.Server = httptest.NewServer(h)
+	f.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		f.mu.Lock()
+		f.parents = append(f.parents, r.Header.Get("Traceparent"))
+		f.mu.Unlock()
+		h(w, r)
+	}))
 	t.Cleanup(f.Close)
 }
 

@@ -2,6 +2,7 @@ package server
 
 import (
 	"bytes"
+	"context"
 	"io"
 	"log/slog"
 	"net/http"
@@ -12,8 +13,10 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"switchboard/internal/config"
+	"switchboard/internal/tracing"
 	"switchboard/internal/usagelog"
 )
 
@@ -77,12 +80,41 @@ store:
 	defer ul.Close()
 	logged.SetUsageLog(ul)
 	logged.Apply(cfg)
+	// The same gateway with every request traced (sample ratio 1) to an
+	// OTLP/HTTP sink that discards: run with -cpu 1 so that the export
+	// goroutine's work counts in ns/op too.
+	traced := New(slog.New(slog.NewTextHandler(io.Discard, &slog.HandlerOptions{Level: slog.LevelWarn})), nil, &http.Client{Transport: rt})
+	traced.Apply(cfg)
+	sink := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = io.Copy(io.Discard, r.Body) }))
+	defer sink.Close()
+	on, one := true, 1.0
+	tr, err := tracing.New(config.Tracing{Enabled: &on, Endpoint: sink.URL, SampleRatio: &one, QueueSize: 4096, BatchSize: 512,
+		BatchTimeout: config.Duration(time.Second), ExportTimeout: config.Duration(10 * time.Second)},
+		tracing.Options{Getenv: func(string) (string, bool) { return "", false }})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer func() { _ = tr.Shutdown(context.Background()) }()
+	traced.SetTracer(tr)
+	// And with a tenth of the requests traced.
+	tenth := New(slog.New(slog.NewTextHandler(io.Discard, &slog.HandlerOptions{Level: slog.LevelWarn})), nil, &http.Client{Transport: rt})
+	tenth.Apply(cfg)
+	r10 := 0.1
+	tr10, err := tracing.New(config.Tracing{Enabled: &on, Endpoint: sink.URL, SampleRatio: &r10, QueueSize: 4096, BatchSize: 512,
+		BatchTimeout: config.Duration(time.Second), ExportTimeout: config.Duration(10 * time.Second)},
+		tracing.Options{Getenv: func(string) (string, bool) { return "", false }})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer func() { _ = tr10.Shutdown(context.Background()) }()
+	tenth.SetTracer(tr10)
 	target, _ := url.Parse("http://upstream.invalid")
 	rp := &httputil.ReverseProxy{Rewrite: func(pr *httputil.ProxyRequest) { pr.SetURL(target) }, FlushInterval: -1, Transport: rt}
 	for _, tc := range []struct {
 		name string
 		h    http.Handler
-	}{{"gateway", s.Handler()}, {"gateway-usage-log", logged.Handler()}, {"reverseproxy", rp}} {
+	}{{"gateway", s.Handler()}, {"gateway-usage-log", logged.Handler()}, {"gateway-traced", traced.Handler()},
+		{"gateway-traced-10pct", tenth.Handler()}, {"reverseproxy", rp}} {
 		b.Run(tc.name, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {

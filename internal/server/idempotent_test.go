@@ -96,7 +96,7 @@ func TestIdempotencyAcrossIngressReplicas(t *testing.T) {
 
 func duplicatesAcrossIngress(t *testing.T, at redisAt) {
 	yaml := strings.Replace(mockYAML("m", "a"), "mock: {tokens: 5}", "mock: {tokens: 5, ttft_ms: 300}", 1)
-	reps := startQueuedAt(t, at, yaml, "", ingressOnly, ingressOnly, workerOnly)
+	reps := startQueuedAt(t, at, yaml, "", nil, ingressOnly, ingressOnly, workerOnly)
 	concurrentDuplicates(t, []string{reps[0].URL, reps[1].URL}, func() int64 { return reps[2].mock("a").Calls() })
 }
 

@@ -92,7 +92,7 @@ retries: {max_attempts: 1, max_rounds: 1}
 		{"messages role not a string", "/v1/messages", `{"model":"via-mock","max_tokens":10,"messages":[{"role":7,"content":"hi"}]}`,
 			"", "expected a string, got a number"},
 		{"max_tokens fraction", "/v1/messages", `{"model":"via-mock","max_tokens":1.5,"messages":[]}`,
-			"", "max_tokens: expected an integer, got a number (1.5)"},
+			"", "max_tokens: expected a non-negative integer, got a number (1.5)"},
 		{"tools to anthropic", "/v1/chat/completions", `{"model":"via-anthropic","messages":[{"role":"user","content":"hi"}],"tools":5}`,
 			"tools", "tools: expected an array, got a number"},
 		{"tools to gemini", "/v1/chat/completions", `{"model":"via-gemini","messages":[{"role":"user","content":"hi"}],"tools":{"a":1}}`,

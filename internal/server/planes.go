@@ -18,7 +18,7 @@ import (
 // ingress starts its subscription at once.
 func (s *Server) JoinQueue(q *queue.Queue, role dispatch.Role) {
 	s.queueing = &dispatch.Plane{Q: q, Role: role, Log: s.Log, Clock: s.Clock, Metrics: s.Metrics, Snap: s.Snapshot,
-		Selector: s.selector, Admission: s.admission(), Jobs: s.inf.Jobs()}
+		Selector: s.selector, Admission: s.admission(), Jobs: s.inf.Jobs(), Tracer: s.obs.tracer}
 	s.op.QueueDetail = s.queueing.Detail
 	s.inf.Dispatch = s.queueing
 	s.queueing.Join()

@@ -36,11 +36,18 @@ type replica struct {
 // spaces) to its queue section.
 func startQueued(t *testing.T, srv *redistest.Server, yaml, queueLines string, roles ...dispatch.Role) []*replica {
 	t.Helper()
-	return startQueuedAt(t, singleAt(srv), yaml, queueLines, roles...)
+	return startQueuedWith(t, srv, yaml, queueLines, nil, roles...)
 }
 
-// startQueuedAt is startQueued on the Redis at.
-func startQueuedAt(t *testing.T, at redisAt, yaml, queueLines string, roles ...dispatch.Role) []*replica {
+// startQueuedWith is startQueued with setup run on each Server before its
+// queue starts (nil: none).
+func startQueuedWith(t *testing.T, srv *redistest.Server, yaml, queueLines string, setup func(*Server), roles ...dispatch.Role) []*replica {
+	t.Helper()
+	return startQueuedAt(t, singleAt(srv), yaml, queueLines, setup, roles...)
+}
+
+// startQueuedAt is startQueuedWith on the Redis at.
+func startQueuedAt(t *testing.T, at redisAt, yaml, queueLines string, setup func(*Server), roles ...dispatch.Role) []*replica {
 	t.Helper()
 	yaml += "redis: " + at.yaml() + "\nqueue:\n  mode: redis\n" + queueLines
 	cfg, err := config.Parse([]byte(yaml), "queue.yaml")
@@ -59,6 +66,9 @@ func startQueuedAt(t *testing.T, at redisAt, yaml, queueLines string, roles ...d
 		s := New(log, nil, nil)
 		s.SetIdempotency(idempotency.NewRedis(c, idempotency.LimitsOf(&cfg.Idempotency)))
 		s.Apply(cfg)
+		if setup != nil {
+			setup(s)
+		}
 		ctx, cancel := context.WithCancel(context.Background())
 		wait := s.StartQueue(ctx, queue.New(c, queue.OptionsOf(&cfg.Queue)), role)
 		stop := func() { cancel(); wait() }

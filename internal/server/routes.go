@@ -11,7 +11,7 @@ import (
 )
 
 // Handler returns the gateway's routes behind its middleware.
-func (s *Server) Handler() http.Handler { return s.wrap(s.routes()) }
+func (s *Server) Handler() http.Handler { return s.wrap(s.traced(s.routes())) }
 
 // routes is the route table. Routes carry no method in their pattern: a
 // wrong method gets the gateway's own 405 in the client's error shape,
@@ -30,11 +30,12 @@ func (s *Server) routes() *http.ServeMux {
 	mux.HandleFunc("/v1/models", get(s.authed(inf.Models)))
 	mux.HandleFunc("/v1/models/{name...}", get(s.authed(inf.Model)))
 	// The operator plane: views every caller may open (each shows a
-	// tenant its own part), then the admin API.
-	mux.HandleFunc("/v1/health/detail", get(s.authed(s.op.HealthDetail)))
-	mux.HandleFunc("/v1/usage", get(s.authed(s.op.Usage)))
+	// tenant its own part; auth.admin_token opens them too), then the
+	// admin API.
+	mux.HandleFunc("/v1/health/detail", get(s.viewer(s.op.HealthDetail)))
+	mux.HandleFunc("/v1/usage", get(s.viewer(s.op.Usage)))
 	mux.HandleFunc("/dashboard", get(s.op.Dashboard))
-	mux.HandleFunc("/dashboard/data", get(s.authed(s.op.DashboardData)))
+	mux.HandleFunc("/dashboard/data", get(s.viewer(s.op.DashboardData)))
 	s.adminRoutes(mux)
 	mux.HandleFunc("/", front.NotFound)
 	return mux

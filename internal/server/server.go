@@ -47,6 +47,7 @@ import (
 	"switchboard/internal/route"
 	"switchboard/internal/snapshot"
 	"switchboard/internal/store"
+	"switchboard/internal/tags"
 	"switchboard/internal/usagelog"
 )
 
@@ -87,6 +88,9 @@ type Server struct {
 	// conns caps the listener Serve accepts on (nil before Serve).
 	conns atomic.Pointer[connlimit.Listener]
 
+	// obs is tracing, tags and alerts (observe.go).
+	obs observe
+
 	mu        sync.Mutex // guards instances during Apply only
 	reloadMu  sync.Mutex // serialises Reload
 	instances map[string]instance
@@ -109,6 +113,7 @@ func New(log *slog.Logger, clk clock.Clock, client *http.Client) *Server {
 	s.Health = health.New(clk, health.Settings{Threshold: 3, Window: time.Minute, Cooldown: time.Minute, DefaultPause: time.Minute})
 	s.Health.OnTransition(s.logTransition)
 	s.Metrics = metrics.New()
+	s.obs.meter = tags.NewMeter(s.Metrics.Registry)
 	s.Metrics.WatchProviders(s.providerStates)
 	s.Stats = route.NewStats(clk, 5*time.Minute)
 	s.Prober = &route.Prober{Stats: s.Stats, Health: s.Health, Clock: clk, Log: log,
@@ -125,7 +130,8 @@ func New(log *slog.Logger, clk clock.Clock, client *http.Client) *Server {
 	s.proxy.Busy = s.selector.Busy
 	s.Prober.Serving = s.selector.Preferred // e.g. lowest_latency probes the others, not the one it uses
 	s.inf = &inference.Plane{Log: log, Clock: clk, Metrics: s.Metrics, Stats: s.Stats, Prober: s.Prober, Selector: s.selector,
-		Proxy: s.proxy, Snap: s.Snapshot, UsageLog: s.UsageLog, Cutting: s.cutting.Load}
+		Proxy: s.proxy, Snap: s.Snapshot, UsageLog: s.UsageLog, Cutting: s.cutting.Load,
+		Meter: s.obs.meter, Alerts: s.obs.alerts.Load}
 	s.op = &operator.Plane{Log: log, Clock: clk, Health: s.Health, Stats: s.Stats, Selector: s.selector,
 		UsageLog: s.UsageLog, Draining: func() bool { return s.stopping.Load() || s.draining.Load() }}
 	return s
@@ -191,6 +197,7 @@ func (s *Server) Apply(cfg *config.Config) {
 	if s.queueing != nil {
 		s.queueing.Q.SetOptions(queue.OptionsOf(&cfg.Queue))
 	}
+	s.applyObserve(cfg)
 	s.proxy.Buffers.SetLimit(cfg.Limits.MaxBufferedBytes)
 	s.Stats.SetWindow(cfg.Performance.SampleWindow.D())
 	s.Prober.SetMaxPerMinute(cfg.Performance.ProbeMaxPerMinute)

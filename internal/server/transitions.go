@@ -12,6 +12,7 @@ import (
 // and paused at warn, the rest at info. It runs under the provider's
 // health lock (see health.Registry.OnTransition): it only logs.
 func (s *Server) logTransition(t health.Transition) {
+	s.obs.alerts.Load().Transition(t) // queues without waiting
 	lvl := slog.LevelInfo
 	if t.Kind == health.EventCircuitOpen || t.Kind == health.EventPaused {
 		lvl = slog.LevelWarn

@@ -65,8 +65,8 @@ func TestUsageRowServedModel(t *testing.T) {
 	}
 	a = g.get("/admin/v1/requests?format=csv", admin...)
 	lines := strings.Split(strings.TrimSpace(a.Body), "\n")
-	if a.Status != 200 || len(lines) != 3 || !strings.HasSuffix(lines[0], ",unpriced,served_model") ||
-		!strings.HasSuffix(lines[1], ",small") || !strings.HasSuffix(lines[2], ",big") {
+	if a.Status != 200 || len(lines) != 3 || !strings.HasSuffix(lines[0], ",unpriced,served_model,tags") ||
+		!strings.HasSuffix(lines[1], ",small,") || !strings.HasSuffix(lines[2], ",big,") {
 		t.Fatalf("csv: %d\n%s", a.Status, a.Body)
 	}
 	a = g.get("/admin/v1/requests?format=jsonl&served_model=big", admin...)

@@ -10,8 +10,13 @@ import (
 	"path/filepath"
 	"time"
 
+	"switchboard/internal/config"
 	"switchboard/internal/route"
 )
+
+// maxFile bounds the state file: 100 samples per provider of each model
+// are a few KB; a file past this is not one the gateway wrote.
+const maxFile = 64 << 20
 
 // Version is the file format version; another version is ignored.
 const Version = 1
@@ -79,7 +84,7 @@ func Save(dir string, f *File) error {
 // Load reads the state file. A missing file is (nil, nil); a corrupt or
 // foreign-version file is an error the caller logs and ignores.
 func Load(dir string) (*File, error) {
-	b, err := os.ReadFile(filepath.Join(dir, FileName))
+	b, err := config.ReadFile(filepath.Join(dir, FileName), maxFile)
 	if os.IsNotExist(err) {
 		return nil, nil
 	}

@@ -110,7 +110,7 @@ func TestAuthOff(t *testing.T) {
 func TestInvalidKeysFileRefused(t *testing.T) {
 	_, err := load(t, "auth:\n  keys_file: keys.json\n", `{"sk-a": {"tenant": "a", "rpm": "sixty"}}`)
 	var es *config.Errors
-	if !errors.As(err, &es) || !strings.Contains(err.Error(), "keys.json:1: auth.keys_file[#1]: rpm: want an integer, got string") {
+	if !errors.As(err, &es) || !strings.Contains(err.Error(), "keys.json:1: auth.keys_file[#1]: rpm: want an integer, got \"sixty\"") {
 		t.Fatalf("err = %v", err)
 	}
 	if strings.Contains(err.Error(), "sk-a") {

@@ -6,6 +6,7 @@ package track
 
 import (
 	"bytes"
+	"strings"
 	"time"
 	"unsafe"
 
@@ -61,10 +62,32 @@ type Stream struct {
 	serverTPS     float64
 	// Clean is true once the protocol's terminal event was seen.
 	Clean bool
+	// Model is the model the provider's events named (the first seen);
+	// Finish the reasons its choices, message or response ended with (at
+	// most maxFinish). Spans report them.
+	Model  string
+	Finish []string
 	// choices are the chat choices seen: true while one generates (no
 	// finish_reason yet). blocks counts the Messages content blocks open.
 	choices map[int64]bool
 	blocks  int
+}
+
+// maxFinish bounds the finish reasons kept (one per choice).
+const maxFinish = 16
+
+// finished notes a finish reason (v aliases the event: copied).
+func (s *Stream) finished(v gjson.Result) {
+	if v.Type == gjson.String && len(s.Finish) < maxFinish {
+		s.Finish = append(s.Finish, strings.Clone(v.Str))
+	}
+}
+
+// named notes the model the provider named, once.
+func (s *Stream) named(v gjson.Result) {
+	if s.Model == "" && v.Type == gjson.String {
+		s.Model = strings.Clone(v.Str)
+	}
 }
 
 // NewStream starts measuring; start is when the request was sent.
@@ -137,6 +160,8 @@ func (s *Stream) seeChat(data []byte, now time.Time) {
 				s.seeChoice(c, now)
 				return true
 			})
+		case "model":
+			s.named(v)
 		case "usage":
 			if v.IsObject() {
 				usage = v
@@ -197,6 +222,7 @@ func (s *Stream) seeChoice(c gjson.Result, now time.Time) {
 			index = v.Int()
 		case "finish_reason":
 			finished = v.Type != gjson.Null && v.Str != ""
+			s.finished(v)
 		case "text": // legacy completions
 			content = content || (s.proto == Completions && v.String() != "")
 		case "delta":
@@ -273,7 +299,10 @@ func (s *Stream) seeResponses(ev *sse.Event, now time.Time) {
 		s.thinking(now)
 	case "response.completed", "response.incomplete":
 		s.Clean = true
-		s.Usage = responsesUsage(gjson.GetBytes(ev.Data, "response.usage"))
+		r := gjson.GetBytes(ev.Data, "response")
+		s.Usage = responsesUsage(r.Get("usage"))
+		s.named(r.Get("model"))
+		s.finished(r.Get("status"))
 		s.Final = true // the terminal event
 	case "response.failed":
 		s.Clean = true
@@ -296,6 +325,7 @@ func responsesUsage(u gjson.Result) Usage {
 func (s *Stream) seeMessages(ev *sse.Event, now time.Time) {
 	switch eventType(ev) {
 	case "message_start":
+		s.named(gjson.GetBytes(ev.Data, "message.model"))
 		u := gjson.GetBytes(ev.Data, "message.usage")
 		s.messagesInput(u)
 	case "content_block_start":
@@ -312,6 +342,7 @@ func (s *Stream) seeMessages(ev *sse.Event, now time.Time) {
 			s.content(now)
 		}
 	case "message_delta":
+		s.finished(gjson.GetBytes(ev.Data, "delta.stop_reason"))
 		u := gjson.GetBytes(ev.Data, "usage")
 		if o := u.Get("output_tokens"); o.Exists() {
 			s.Usage.Output = o.Int()

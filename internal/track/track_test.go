@@ -141,3 +141,35 @@ func TestUnary(t *testing.T) {
 		t.Fatal("usage invented")
 	}
 }
+
+// A stream's model and finish reasons, for its span, in each protocol.
+func TestStreamModelAndFinish(t *testing.T) {
+	tests := []struct {
+		name   string
+		proto  Protocol
+		stream string
+		model  string
+		finish []string
+	}{
+		{"chat", Chat, `data: {"model":"gpt-4o-2024","choices":[{"delta":{"content":"a"}}]}` + "\n\n" +
+			`data: {"model":"other","choices":[{"delta":{},"finish_reason":"stop"},{"delta":{},"finish_reason":"length"}]}` + "\n\ndata: [DONE]\n\n",
+			"gpt-4o-2024", []string{"stop", "length"}},
+		{"messages", Messages, "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"model\":\"claude-x\",\"usage\":{}}}\n\n" +
+			"event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\"},\"usage\":{\"output_tokens\":1}}\n\n",
+			"claude-x", []string{"end_turn"}},
+		{"responses", Responses, "event: response.completed\ndata: {\"type\":\"response.completed\",\"response\":{\"model\":\"o3\",\"status\":\"completed\",\"usage\":{}}}\n\n",
+			"o3", []string{"completed"}},
+		{"none", Chat, `data: {"choices":[{"delta":{"content":"a"},"finish_reason":null}]}` + "\n\n", "", nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			st := NewStream(tc.proto, time.Unix(0, 0))
+			for _, ev := range events(t, tc.stream) {
+				st.See(&ev, time.Unix(1, 0))
+			}
+			if st.Model != tc.model || strings.Join(st.Finish, ",") != strings.Join(tc.finish, ",") {
+				t.Fatalf("model %q finish %v", st.Model, st.Finish)
+			}
+		})
+	}
+}

@@ -3,6 +3,7 @@ package usagelog
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/url"
@@ -13,7 +14,25 @@ import (
 	"time"
 
 	_ "modernc.org/sqlite" // pure-Go driver "sqlite": no cgo in CI
+
+	"switchboard/internal/tags"
 )
+
+// tagsJSON is a row's tags as stored: a JSON object (keys sorted), or
+// NULL without tags.
+func tagsJSON(m map[string]string) any {
+	if len(m) == 0 {
+		return nil
+	}
+	b, err := json.Marshal(m)
+	if err != nil {
+		return nil
+	}
+	return string(b)
+}
+
+// tagPath is the JSON path of a tag key ($."key").
+func tagPath(k string) string { return `$."` + k + `"` }
 
 // DefaultFile is the usage log's file name under STATE_DIR.
 const DefaultFile = "usage.db"
@@ -39,7 +58,8 @@ CREATE TABLE IF NOT EXISTS usage_log (
 	duration_ms       INTEGER NOT NULL,
 	stream            INTEGER NOT NULL,
 	unpriced          INTEGER NOT NULL DEFAULT 0,
-	served_model      TEXT NOT NULL DEFAULT ''
+	served_model      TEXT NOT NULL DEFAULT '',
+	tags              TEXT
 );
 -- The one index: every query selects a time range. Each index costs the
 -- writer about 1.5 µs per row.
@@ -105,6 +125,9 @@ func Open(path string) (*DB, error) {
 var addedColumns = []struct{ name, decl, zero string }{
 	{"unpriced", "INTEGER NOT NULL DEFAULT 0", "0"},
 	{"served_model", "TEXT NOT NULL DEFAULT ''", "''"},
+	// tags: a JSON object with sorted keys, NULL without tags
+	// (json_extract of NULL is NULL: no row matches a tag filter).
+	{"tags", "TEXT", "NULL"},
 }
 
 // missingColumns lists the addedColumns the file's table lacks.
@@ -193,7 +216,7 @@ func (d *DB) Path() string { return d.path }
 
 const insertRow = `INSERT INTO usage_log (ts_ms, request_id, tenant, key_id, model, provider, provider_model,
 	endpoint, status, attempts, prompt_tokens, completion_tokens, cost_nano, held_nano, ttft_ms, duration_ms, stream, unpriced,
-	served_model) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	served_model, tags) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 
 // insert writes rows in one transaction; meta (may be nil) is written in
 // the same one (a fleet drain's position, so that a crash never skips or
@@ -217,7 +240,7 @@ func (d *DB) insert(ctx context.Context, rows []Row, meta map[string]string) err
 		}
 		if _, err := st.ExecContext(ctx, r.Time.UnixMilli(), r.RequestID, r.Tenant, r.KeyID, r.Model, r.Provider,
 			r.ProviderModel, r.Endpoint, r.Status, r.Attempts, r.PromptTokens, r.CompletionTokens, r.CostNano,
-			r.HeldNano, ttft, r.DurationMs, r.Stream, r.Unpriced, r.ServedModel); err != nil {
+			r.HeldNano, ttft, r.DurationMs, r.Stream, r.Unpriced, r.ServedModel, tagsJSON(r.Tags)); err != nil {
 			return err
 		}
 	}
@@ -281,6 +304,10 @@ func (f *Filter) where() (string, []any) {
 	if f.ServedModel != "" {
 		add("served_model = ?", f.ServedModel)
 	}
+	for _, t := range f.Tags {
+		conds = append(conds, "json_extract(tags, ?) = ?")
+		args = append(args, tagPath(t.Key), t.Value)
+	}
 	switch {
 	case f.Status != 0:
 		add("status = ?", f.Status)
@@ -316,6 +343,11 @@ func (d *DB) Summarize(ctx context.Context, f Filter, dims []string) ([]Group, e
 	var sel, by []string
 	for _, dim := range dims {
 		e, ok := dimensionExpr[dim]
+		if k, tag := strings.CutPrefix(dim, TagDimension); tag && tags.ValidKey(k) {
+			// A valid key is letters, digits, '_', '.' and '-' only: safe
+			// inside the quoted path.
+			e, ok = "json_extract(tags, '"+tagPath(k)+"')", true
+		}
 		if !ok {
 			return nil, fmt.Errorf("unknown dimension %q", dim)
 		}
@@ -358,7 +390,7 @@ func (d *DB) Summarize(ctx context.Context, f Filter, dims []string) ([]Group, e
 }
 
 const selectRow = `SELECT id, ts_ms, request_id, tenant, key_id, model, provider, provider_model, endpoint, status,
-	attempts, prompt_tokens, completion_tokens, cost_nano, held_nano, ttft_ms, duration_ms, stream, unpriced, served_model
+	attempts, prompt_tokens, completion_tokens, cost_nano, held_nano, ttft_ms, duration_ms, stream, unpriced, served_model, tags
 	FROM `
 
 // MaxPage bounds a page of rows.
@@ -415,10 +447,14 @@ func (d *DB) each(ctx context.Context, f Filter, cursor int64, limit int, fn fun
 		var r Row
 		var ts int64
 		var ttft sql.NullInt64
+		var tg sql.NullString
 		if err := rows.Scan(&r.ID, &ts, &r.RequestID, &r.Tenant, &r.KeyID, &r.Model, &r.Provider, &r.ProviderModel,
 			&r.Endpoint, &r.Status, &r.Attempts, &r.PromptTokens, &r.CompletionTokens, &r.CostNano, &r.HeldNano,
-			&ttft, &r.DurationMs, &r.Stream, &r.Unpriced, &r.ServedModel); err != nil {
+			&ttft, &r.DurationMs, &r.Stream, &r.Unpriced, &r.ServedModel, &tg); err != nil {
 			return err
+		}
+		if tg.Valid && tg.String != "" {
+			_ = json.Unmarshal([]byte(tg.String), &r.Tags) // written by insert: a JSON object
 		}
 		r.Time = time.UnixMilli(ts).UTC()
 		if ttft.Valid {

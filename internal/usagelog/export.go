@@ -6,6 +6,7 @@ import (
 	"encoding/csv"
 	"encoding/json"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -15,7 +16,7 @@ import (
 // go last, so that a consumer reading by position keeps working).
 var rowColumns = []string{"id", "time", "request_id", "tenant", "key_id", "model", "provider", "provider_model", "endpoint",
 	"status", "attempts", "prompt_tokens", "completion_tokens", "cost_nano_usd", "cost_usd", "held_nano_usd", "ttft_ms",
-	"duration_ms", "stream", "unpriced", "served_model"}
+	"duration_ms", "stream", "unpriced", "served_model", "tags"}
 
 var sumColumns = []string{"requests", "prompt_tokens", "completion_tokens", "cost_nano_usd", "cost_usd", "held_nano_usd",
 	"unpriced_requests"}
@@ -85,7 +86,7 @@ func (rw *RowWriter) Write(r Row) error {
 			strconv.Itoa(r.Status), strconv.Itoa(r.Attempts), strconv.FormatInt(r.PromptTokens, 10),
 			strconv.FormatInt(r.CompletionTokens, 10), strconv.FormatInt(r.CostNano, 10), cost,
 			strconv.FormatInt(r.HeldNano, 10), ttft, strconv.FormatInt(r.DurationMs, 10), strconv.FormatBool(r.Stream),
-			strconv.FormatBool(r.Unpriced), cell(r.ServedModel)})
+			strconv.FormatBool(r.Unpriced), cell(r.ServedModel), cell(TagText(r.Tags))})
 	}
 	b, err := json.Marshal(r)
 	if err != nil {
@@ -152,6 +153,27 @@ func WriteGroups(w io.Writer, format string, dims []string, groups []Group) erro
 		}
 	}
 	return buf.Flush()
+}
+
+// TagText renders a row's tags as the header sends them
+// ("feature=x,team=y", keys sorted).
+func TagText(m map[string]string) string {
+	if len(m) == 0 {
+		return ""
+	}
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	var b strings.Builder
+	for i, k := range keys {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(k + "=" + m[k])
+	}
+	return b.String()
 }
 
 // Totals sums groups.

@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"switchboard/internal/tags"
 )
 
 // Formats of a query's answer.
@@ -53,8 +55,8 @@ type ParamError struct {
 func (e *ParamError) Error() string { return e.Param + ": " + e.Message }
 
 var params = map[string][]string{
-	KindUsage:    {"group_by", "from", "to", "tenant", "key", "model", "served_model", "provider", "status", "format"},
-	KindRequests: {"from", "to", "tenant", "key", "model", "served_model", "provider", "status", "format", "limit", "cursor"},
+	KindUsage:    {"group_by", "from", "to", "tenant", "key", "model", "served_model", "provider", "status", "tag", "format"},
+	KindRequests: {"from", "to", "tenant", "key", "model", "served_model", "provider", "status", "tag", "format", "limit", "cursor"},
 }
 
 // Params lists the parameters a kind of query accepts.
@@ -102,6 +104,13 @@ func ParseQuery(kind string, v url.Values) (*Query, *ParamError) {
 			return nil, &ParamError{"status", fmt.Sprintf("must be an HTTP status (100..599) or a class such as 4xx, got %q", s)}
 		}
 	}
+	if s := v.Get("tag"); s != "" {
+		ts, perr := parseTagFilter(s)
+		if perr != nil {
+			return nil, perr
+		}
+		q.Filter.Tags = ts
+	}
 	if f := v.Get("format"); f != "" {
 		if f != FormatJSON && f != FormatCSV && f != FormatJSONL {
 			return nil, &ParamError{"format", fmt.Sprintf("must be json, csv or jsonl, got %q", f)}
@@ -112,8 +121,8 @@ func ParseQuery(kind string, v url.Values) (*Query, *ParamError) {
 		if g := v.Get("group_by"); g != "" {
 			for _, d := range strings.Split(g, ",") {
 				d = strings.TrimSpace(d)
-				if !slices.Contains(Dimensions, d) {
-					return nil, &ParamError{"group_by", fmt.Sprintf("unknown dimension %q; one or more (comma-separated) of %s", d, strings.Join(Dimensions, ", "))}
+				if !validDimension(d) {
+					return nil, &ParamError{"group_by", fmt.Sprintf("unknown dimension %q; one or more (comma-separated) of %s, or tag:<key>", d, strings.Join(Dimensions, ", "))}
 				}
 				if slices.Contains(q.GroupBy, d) {
 					return nil, &ParamError{"group_by", fmt.Sprintf("%q is named twice", d)}
@@ -146,6 +155,33 @@ func ParseQuery(kind string, v url.Values) (*Query, *ParamError) {
 		q.Cursor = n
 	}
 	return q, nil
+}
+
+// parseTagFilter reads tag=key:value[,key2:value2] (rows must carry
+// every one).
+func parseTagFilter(s string) (tags.Set, *ParamError) {
+	var pairs []string
+	for p := range strings.SplitSeq(s, ",") {
+		k, v, ok := strings.Cut(strings.TrimSpace(p), ":")
+		if !ok {
+			return nil, &ParamError{"tag", fmt.Sprintf("want key:value (comma-separated for several), got %q", p)}
+		}
+		pairs = append(pairs, k+"="+v)
+	}
+	ts, err := tags.Parse([]string{strings.Join(pairs, ",")})
+	if err != nil {
+		return nil, &ParamError{"tag", err.Message}
+	}
+	return ts, nil
+}
+
+// tagFilterText renders a tag filter as the parameter reads.
+func tagFilterText(ts tags.Set) string {
+	parts := make([]string, len(ts))
+	for i, t := range ts {
+		parts[i] = t.Key + ":" + t.Value
+	}
+	return strings.Join(parts, ",")
 }
 
 // parseTime reads RFC 3339, a UTC date (2006-01-02) or Unix seconds.
@@ -186,6 +222,9 @@ func (q *Query) Values() url.Values {
 	set("model", f.Model)
 	set("served_model", f.ServedModel)
 	set("provider", f.Provider)
+	if len(f.Tags) > 0 {
+		v.Set("tag", tagFilterText(f.Tags))
+	}
 	switch {
 	case f.Status != 0:
 		v.Set("status", strconv.Itoa(f.Status))

@@ -16,7 +16,11 @@ package usagelog
 
 import (
 	"encoding/json"
+	"slices"
+	"strings"
 	"time"
+
+	"switchboard/internal/tags"
 )
 
 // Row is one request.
@@ -55,6 +59,9 @@ type Row struct {
 	TTFTMs     *int64 `json:"ttft_ms"`
 	DurationMs int64  `json:"duration_ms"`
 	Stream     bool   `json:"stream"`
+	// Tags are the request's tags (X-Switchboard-Tags or metadata); nil
+	// when it had none.
+	Tags map[string]string `json:"tags,omitempty"`
 }
 
 // MarshalJSON adds cost_usd beside the exact nano-USD amount (null when
@@ -86,10 +93,24 @@ type Filter struct {
 	Status      int
 	// StatusClass selects 2, 4 or 5 (2xx, 4xx, 5xx) when Status is 0.
 	StatusClass int
+	// Tags selects rows carrying every one of these tags.
+	Tags tags.Set
 }
 
-// Dimensions usage can be grouped by.
+// Dimensions usage can be grouped by; besides these, "tag:<key>" groups
+// by a tag's value (rows without the tag form the group "").
 var Dimensions = []string{"tenant", "key", "model", "served_model", "provider", "status", "day", "hour"}
+
+// TagDimension is the prefix of a tag dimension.
+const TagDimension = "tag:"
+
+// validDimension reports one of Dimensions or tag:<a valid key>.
+func validDimension(d string) bool {
+	if k, ok := strings.CutPrefix(d, TagDimension); ok {
+		return tags.ValidKey(k)
+	}
+	return slices.Contains(Dimensions, d)
+}
 
 // Group is one group's sums. Keys holds the group's value per dimension
 // asked for (days and hours as UTC "2006-01-02" and "2006-01-02T15").

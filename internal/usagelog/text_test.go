@@ -7,17 +7,11 @@ import (
 )
 
 func TestClientText(t *testing.T) {
+	// What is escaped is visible.Escape's (its own test); here: kept as
+	// is when printable, escaped otherwise, and cut short.
 	tests := []struct{ in, want string }{
-		{"gpt-4o", "gpt-4o"},
 		{"équipe 日本", "équipe 日本"},
-		{"chat\u200b", `chat\u200b`},
-		{"m\u2028z\u2029", `m\u2028z\u2029`},
-		{"soft\u00adhyphen\ufeff", `soft\u00adhyphen\ufeff`},
-		{"tag\U000e0001", `tag\U000e0001`},
 		{"a\x00b\x1b[31mred\r\nX: 1", `a\x00b\x1b[31mred\x0d\x0aX: 1`},
-		{"\xff\xfe\xc3", `\xff\xfe\xc3`},
-		{"ab\u202egnp.exe", `ab\u202egnp.exe`},
-		{"c1\u009bx", `c1\u009bx`},
 	}
 	for _, tt := range tests {
 		if got := ClientText(tt.in); got != tt.want {

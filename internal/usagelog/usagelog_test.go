@@ -222,13 +222,15 @@ func TestOpenUpgradesOlderSchemas(t *testing.T) {
 	const (
 		unpricedCol = ",\n\tunpriced          INTEGER NOT NULL DEFAULT 0"
 		servedCol   = ",\n\tserved_model      TEXT NOT NULL DEFAULT ''"
+		tagsCol     = ",\n\ttags              TEXT"
 	)
 	tests := []struct {
 		name string
 		drop []string // columns the older version lacked
 	}{
-		{"first version", []string{servedCol, unpricedCol}},
-		{"before served_model", []string{servedCol}},
+		{"first version", []string{tagsCol, servedCol, unpricedCol}},
+		{"before served_model", []string{tagsCol, servedCol}},
+		{"before tags", []string{tagsCol}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
