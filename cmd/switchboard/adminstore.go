@@ -6,7 +6,6 @@ import (
 
 	"switchboard/internal/admin"
 	"switchboard/internal/config"
-	"switchboard/internal/queue"
 	"switchboard/internal/server"
 	"switchboard/internal/store"
 )
@@ -21,7 +20,7 @@ func openAdminStore(ctx context.Context, cfg *config.Config, st store.Store, srv
 	closeFn = func() {}
 	switch db := store.SQLiteDB(st); {
 	case cfg.Redis.Enabled():
-		c, err := queue.Dial(cfg.Redis.URL, cfg.Redis.CommandTimeout.D(), cfg.Redis.ConnectTimeout.D(), 8)
+		c, err := dialRedis(&cfg.Redis, 8)
 		if err != nil {
 			return false, nil, err
 		}

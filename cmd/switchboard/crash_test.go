@@ -284,8 +284,8 @@ func TestSIGKILLDuringBurstRedis(t *testing.T) {
 	rc := redis.NewClient(&redis.Options{Addr: srv.Addr})
 	defer rc.Close()
 	bg := context.Background()
-	counted, _ := rc.HGet(bg, "switchboard:d:acme", "R").Int64()
-	holds := rc.ZCard(bg, "switchboard:holds").Val()
+	counted, _ := rc.HGet(bg, "switchboard:d:{t:acme}", "R").Int64()
+	holds := rc.ZCard(bg, "switchboard:holds:{t:acme}").Val()
 	t.Logf("answered %d, sent upstream %d, counted %d, live holds left by the kill %d", nAnswered, nSent, counted, holds)
 	if counted < nSent {
 		t.Errorf("the fleet's ledger lost debits: %d requests reached the provider but Redis counts %d", nSent, counted)

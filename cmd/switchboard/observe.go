@@ -7,7 +7,6 @@ import (
 
 	"switchboard/internal/alerts"
 	"switchboard/internal/config"
-	"switchboard/internal/queue"
 	"switchboard/internal/server"
 	"switchboard/internal/store"
 	"switchboard/internal/tracing"
@@ -40,7 +39,7 @@ func startAlerts(ctx context.Context, cfg *config.Config, st store.Store, srv *s
 	stop = func() {}
 	switch db := store.SQLiteDB(st); {
 	case cfg.Redis.Enabled():
-		c, err := queue.Dial(cfg.Redis.URL, cfg.Redis.CommandTimeout.D(), cfg.Redis.ConnectTimeout.D(), 2)
+		c, err := dialRedis(&cfg.Redis, 2)
 		if err != nil {
 			return nil, err
 		}

@@ -24,7 +24,7 @@ import (
 func openQueue(cfg *config.Config, log *slog.Logger) (*queue.Queue, error) {
 	store.QuietDriver() // the CLI's queue commands open no store
 	pool := max(64, 2*cfg.Queue.WorkerConcurrency)
-	c, err := queue.Dial(cfg.Redis.URL, cfg.Redis.CommandTimeout.D(), cfg.Redis.ConnectTimeout.D(), pool)
+	c, err := dialRedis(&cfg.Redis, pool)
 	if err != nil {
 		return nil, err
 	}
@@ -160,7 +160,7 @@ func queueCmd(args []string, stdout, stderr io.Writer) int {
 func openIdempotency(cfg *config.Config, st store.Store) (idempotency.Store, func(), error) {
 	lim := idempotency.LimitsOf(&cfg.Idempotency)
 	if cfg.Redis.Enabled() {
-		c, err := queue.Dial(cfg.Redis.URL, cfg.Redis.CommandTimeout.D(), cfg.Redis.ConnectTimeout.D(), 32)
+		c, err := dialRedis(&cfg.Redis, 32)
 		if err != nil {
 			return nil, nil, err
 		}

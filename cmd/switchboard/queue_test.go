@@ -84,29 +84,38 @@ func TestQueueWorkerKilledMidCall(t *testing.T) {
 		id     string
 		stream bool
 	}{{"unary1", false}, {"stream1", true}} {
-		type result struct {
-			status int
-			body   string
-			err    error
-		}
-		done := make(chan result, 1)
-		go func() {
-			s, b, err := chat(context.Background(), in.URL, "m", "slow:"+tc.id, tc.stream)
-			done <- result{s, b, err}
-		}()
-		first := up.waitCall(t, tc.id, 1)
-		workers[first].signal(syscall.SIGKILL)
-		second := up.waitCall(t, tc.id, 2)
-		r := <-done
-		if r.err != nil || r.status != 200 || content(r.body) != "answer "+tc.id+" by "+second || second == first {
-			t.Fatalf("%s: first %s second %s: %d %v %q", tc.id, first, second, r.status, r.err, r.body)
-		}
-		if tc.stream && (strings.Contains(r.body, "error") || !strings.HasSuffix(r.body, "data: [DONE]\n\n")) {
-			t.Fatalf("the stream showed the crash: %q", r.body)
-		}
+		first, _ := killServingWorker(t, up, in, workers, tc.id, tc.stream)
 		// The survivor serves the next case; restart the dead one.
 		workers[first] = startProc(t, first+"b", queueYAML(srv.URL, up.URL, first, ""), "worker")
 	}
+}
+
+// killServingWorker sends a slow call for id, kills (SIGKILL) the worker
+// that took it, and checks the other worker's whole answer reached the
+// client; it returns the two workers.
+func killServingWorker(t *testing.T, up *upstream, in *proc, workers map[string]*proc, id string, stream bool) (first, second string) {
+	t.Helper()
+	type result struct {
+		status int
+		body   string
+		err    error
+	}
+	done := make(chan result, 1)
+	go func() {
+		s, b, err := chat(context.Background(), in.URL, "m", "slow:"+id, stream)
+		done <- result{s, b, err}
+	}()
+	first = up.waitCall(t, id, 1)
+	workers[first].signal(syscall.SIGKILL)
+	second = up.waitCall(t, id, 2)
+	r := <-done
+	if r.err != nil || r.status != 200 || content(r.body) != "answer "+id+" by "+second || second == first {
+		t.Fatalf("%s: first %s second %s: %d %v %q", id, first, second, r.status, r.err, r.body)
+	}
+	if stream && (strings.Contains(r.body, "error") || !strings.HasSuffix(r.body, "data: [DONE]\n\n")) {
+		t.Fatalf("the stream showed the crash: %q", r.body)
+	}
+	return first, second
 }
 
 // A worker stopped (SIGSTOP) past its lease and then resumed can neither

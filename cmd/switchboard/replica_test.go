@@ -234,6 +234,12 @@ func (u *upstream) waitCall(t *testing.T, id string, nth int) string {
 // queueYAML serves models m (steady a, then flaky) and f (flaky first)
 // over the test upstream; worker names the X-Worker header.
 func queueYAML(redisURL, upstreamURL, worker, extra string) string {
+	return queueYAMLAt(fmt.Sprintf("url: %q", redisURL), upstreamURL, worker, extra)
+}
+
+// queueYAMLAt is queueYAML with redisFields (a flow mapping's fields) as
+// the redis section's location.
+func queueYAMLAt(redisFields, upstreamURL, worker, extra string) string {
 	return fmt.Sprintf(`providers:
   a: {base_url: "%[2]s/a/v1", api_key: k, headers: {X-Worker: "%[3]s"}}
   flaky: {base_url: "%[2]s/flaky/v1", api_key: k, headers: {X-Worker: "%[3]s"}}
@@ -245,12 +251,12 @@ models:
 retries: {max_attempts: 2, max_rounds: 2, backoff_base: 0.01, max_backoff: 0.05}
 performance: {probing_enabled: false, config_poll_interval: 0}
 timeouts: {request: 30}
-redis: {url: "%[1]s", command_timeout: 2}
+redis: {%[1]s, command_timeout: 2}
 queue:
   mode: redis
   lease: 2
   origin_lease: 2
-%[4]s`, redisURL, upstreamURL, worker, extra)
+%[4]s`, redisFields, upstreamURL, worker, extra)
 }
 
 var procClient = &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 100}}

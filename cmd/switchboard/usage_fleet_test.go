@@ -17,11 +17,15 @@ import (
 // share of the requests; every replica's /admin/v1/usage soon answers for
 // the whole fleet (each row once), with the ledger's spend.
 func TestUsageLogFleet(t *testing.T) {
-	rs := redistest.Start(t)
+	usageLogFleet(t, fmt.Sprintf("url: %q", redistest.Start(t).URL))
+}
+
+// usageLogFleet runs three replicas whose redis section is redisFields.
+func usageLogFleet(t *testing.T, redisFields string) {
 	yaml := `providers: {p: {type: mock, mock: {tokens: 6}}}
 models: [{name: m, providers: [{provider: p, model: pm}]}]
 pricing: {p: {pm: {input: 2, output: 10, context: 10000, max_output: 100}}}
-redis: {url: "` + rs.URL + `"}
+redis: {` + redisFields + `}
 auth:
   keys:
     sk-acme: {tenant: acme, budget_usd: 100}

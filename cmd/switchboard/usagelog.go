@@ -8,7 +8,6 @@ import (
 
 	"switchboard/internal/clock"
 	"switchboard/internal/config"
-	"switchboard/internal/queue"
 	"switchboard/internal/server"
 	"switchboard/internal/usagelog"
 )
@@ -37,7 +36,7 @@ func openUsageLog(cfg *config.Config, stateDir string, srv *server.Server, log *
 	var fleet *usagelog.Fleet
 	closeFleet := func() {}
 	if cfg.Redis.Enabled() {
-		c, err := queue.Dial(cfg.Redis.URL, cfg.Redis.CommandTimeout.D(), cfg.Redis.ConnectTimeout.D(), 4)
+		c, err := dialRedis(&cfg.Redis, 4)
 		if err != nil {
 			db.Close()
 			return nil, err

@@ -10,16 +10,19 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// Redis key names, under the fleet's prefix.
+// Redis key names, under the fleet's prefix. The hash tag keeps them in
+// one Redis Cluster slot: a change watches the version and writes the
+// records, the audit row and the version in one transaction.
 const (
-	redisPrefix  = "switchboard:admin:"
+	redisPrefix  = "switchboard:{admin}:"
 	redisVersion = redisPrefix + "version"
 	redisKeys    = redisPrefix + "keys"    // hash: id → Key JSON
 	redisTenants = redisPrefix + "tenants" // hash: name → Tenant JSON
 	redisAudit   = redisPrefix + "audit"   // sorted set: Seq → AuditEntry JSON
 	redisEpoch   = redisPrefix + "epoch"   // random, set by the first change: one life of the records
-	// RedisChannel carries the new version after every change.
-	RedisChannel = redisPrefix + "changed"
+	// RedisChannel carries the new version after every change (a
+	// channel, not a key: its name is the one earlier versions used).
+	RedisChannel = "switchboard:admin:changed"
 )
 
 // Redis keeps the records in Redis for a fleet. A change is an optimistic
@@ -28,12 +31,12 @@ const (
 // when another replica changed the version meanwhile, nothing (and the
 // change runs again on the new state).
 type Redis struct {
-	c    *redis.Client
+	c    redis.UniversalClient
 	memo memo
 }
 
 // NewRedis uses c (its timeouts bound every command).
-func NewRedis(c *redis.Client) *Redis { return &Redis{c: c} }
+func NewRedis(c redis.UniversalClient) *Redis { return &Redis{c: c} }
 
 // updateTries bounds the reruns of a change that keeps losing to others.
 const updateTries = 64

@@ -28,8 +28,10 @@ type Claims interface {
 const claimPrefix = "switchboard:alerts:v1:"
 
 // RedisClaims claims with SET NX PX: one atomic step, shared by every
-// replica on the server.
-type RedisClaims struct{ C *redis.Client }
+// replica on the server. Each claim is one key, so in a Redis Cluster
+// (any Cmdable: one server, a cluster or Sentinel) claims need no hash
+// tag and spread over the slots.
+type RedisClaims struct{ C redis.Cmdable }
 
 func (r RedisClaims) Claim(ctx context.Context, key string, ttl time.Duration) (bool, error) {
 	return r.C.SetNX(ctx, claimPrefix+key, "1", max(ttl, time.Second)).Result()

@@ -9,8 +9,12 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// RedisPrefix is the versioned namespace of the fleet's cache.
-const RedisPrefix = "switchboard:cache:v1:"
+// RedisPrefix is the versioned namespace of the fleet's cache. Its hash
+// tag puts every cache key in one Redis Cluster slot, so a script may
+// touch an entry, its partition's LRU set and the byte totals at once;
+// each script declares the namespace's totals key so a cluster client
+// routes it to that slot.
+const RedisPrefix = "switchboard:{cache:v1}:"
 
 // redisOverhead is counted per entry beyond its value and key (the LRU
 // member, the size field, the value key).
@@ -34,17 +38,17 @@ var (
 // maxmemory: the fleet's Redis must not evict (docs/fleet.md), since it
 // also holds spend.
 type Redis struct {
-	c      *redis.Client
+	c      redis.UniversalClient
 	prefix string
 }
 
 // NewRedis uses c (its command timeout bounds each call too).
-func NewRedis(c *redis.Client) *Redis { return &Redis{c: c, prefix: RedisPrefix} }
+func NewRedis(c redis.UniversalClient) *Redis { return &Redis{c: c, prefix: RedisPrefix} }
 
 // Get implements Store; a hit moves the entry to its partition's most
 // recently used end.
 func (s *Redis) Get(ctx context.Context, key, part string) (*Entry, error) {
-	v, err := scriptGet.Run(ctx, s.c, nil, s.prefix, key, part).Text()
+	v, err := scriptGet.Run(ctx, s.c, []string{s.prefix + "bytes"}, s.prefix, key, part).Text()
 	if errors.Is(err, redis.Nil) {
 		return nil, nil
 	}
@@ -60,7 +64,7 @@ func (s *Redis) Put(ctx context.Context, key string, e *Entry, b Bounds) (bool, 
 	if int64(len(v)+len(key))+redisOverhead > b.MaxBytes {
 		return false, nil
 	}
-	n, err := scriptPut.Run(ctx, s.c, nil, s.prefix, key, b.Partition, v, b.TTL.Milliseconds(), b.MaxBytes, redisOverhead).Int()
+	n, err := scriptPut.Run(ctx, s.c, []string{s.prefix + "bytes"}, s.prefix, key, b.Partition, v, b.TTL.Milliseconds(), b.MaxBytes, redisOverhead).Int()
 	return n == 1, err
 }
 

@@ -6,7 +6,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"switchboard/internal/queue"
+	"switchboard/internal/redisconn"
 	"switchboard/internal/store/redistest"
 )
 
@@ -95,5 +98,36 @@ func TestRedisIndex(t *testing.T) {
 	}
 	if ms := c.PTTL(ctx, RedisPrefix+"sv:g0").Val(); ms <= 0 || ms > time.Hour {
 		t.Fatalf("group TTL %v", ms)
+	}
+}
+
+// On a Redis Cluster every cache key shares one slot (the namespace's
+// hash tag), so the Lua scripts that touch an entry, its LRU set and the
+// byte totals run there, and a second client sees the first one's entry.
+func TestRedisClusterStoresAndHits(t *testing.T) {
+	cl := redistest.StartCluster(t)
+	dial := func() redis.UniversalClient {
+		c, err := redisconn.Dial(redisconn.Options{URL: cl.URL, Cluster: true, Seeds: cl.Seeds,
+			CommandTimeout: time.Second, ConnectTimeout: 5 * time.Second, PoolSize: 4})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+	a := New(Options{Store: NewRedis(dial()), Timeout: 2 * time.Second})
+	b := New(Options{Store: NewRedis(dial()), Timeout: 2 * time.Second})
+	ctx := context.Background()
+	rq := &Request{Protocol: ProtoChat, Model: "m", Body: []byte(chatBody)}
+	l := a.Lookup(ctx, policy(), rq, nil)
+	if l.Result != Miss {
+		t.Fatalf("first lookup: %s", l.Result)
+	}
+	serveChat(t, l, `{"choices":[{"finish_reason":"stop"}]}`)
+	if l := b.Lookup(ctx, policy(), rq, nil); l.Result != Hit {
+		t.Fatalf("another replica on the cluster: %s, want hit", l.Result)
+	}
+	if n := count(a.m.errors.WithLabelValues("put")) + count(b.m.errors.WithLabelValues("get")); n != 0 {
+		t.Fatalf("store errors on the cluster: %v", n)
 	}
 }

@@ -24,13 +24,13 @@ var (
 // that bounds the total. A lookup reads the group's vectors (at most
 // MaxGroupVectors) and compares them here.
 type RedisIndex struct {
-	c      *redis.Client
+	c      redis.UniversalClient
 	prefix string
 	max    int
 }
 
 // NewRedisIndex keeps at most max vectors in c.
-func NewRedisIndex(c *redis.Client, max int) *RedisIndex {
+func NewRedisIndex(c redis.UniversalClient, max int) *RedisIndex {
 	return &RedisIndex{c: c, prefix: RedisPrefix, max: max}
 }
 
@@ -54,10 +54,10 @@ func (x *RedisIndex) Nearest(ctx context.Context, group string, vec []float32, m
 
 // Add implements Index.
 func (x *RedisIndex) Add(ctx context.Context, group, key string, vec []float32, ttl time.Duration) error {
-	return scriptVecAdd.Run(ctx, x.c, nil, x.prefix, group, key, packVector(vec), ttl.Milliseconds(), x.max, MaxGroupVectors).Err()
+	return scriptVecAdd.Run(ctx, x.c, []string{x.prefix + "bytes"}, x.prefix, group, key, packVector(vec), ttl.Milliseconds(), x.max, MaxGroupVectors).Err()
 }
 
 // Forget implements Index.
 func (x *RedisIndex) Forget(ctx context.Context, group, key string) error {
-	return scriptVecForget.Run(ctx, x.c, nil, x.prefix, group, key).Err()
+	return scriptVecForget.Run(ctx, x.c, []string{x.prefix + "bytes"}, x.prefix, group, key).Err()
 }

@@ -24,6 +24,9 @@ func RestartNeeded(old, next *Config) []string {
 	check("redis.url", old.Redis.URL, next.Redis.URL)
 	check("redis.command_timeout", old.Redis.CommandTimeout, next.Redis.CommandTimeout)
 	check("redis.connect_timeout", old.Redis.ConnectTimeout, next.Redis.ConnectTimeout)
+	check("redis.cluster", old.Redis.Cluster, next.Redis.Cluster)
+	check("redis.seeds", old.Redis.Seeds, next.Redis.Seeds)
+	check("redis.sentinel", old.Redis.Sentinel, next.Redis.Sentinel)
 	// The queue's mode, its worker pool and the idempotency store are set
 	// up at boot; the other queue.* bounds apply on reload.
 	check("queue.mode", old.Queue.Mode, next.Queue.Mode)

@@ -499,10 +499,37 @@ type Redis struct {
 	// ConnectTimeout bounds a new connection's setup. Default 1 s, range
 	// 1 ms..60 s.
 	ConnectTimeout Duration `yaml:"connect_timeout"`
+	// Cluster: URL is one seed node of a Redis Cluster (or a Valkey
+	// cluster); Seeds adds more, as host:port. Default false. Every
+	// script's keys share a hash tag (docs/fleet.md), so they run in
+	// cluster mode as they do on one server.
+	Cluster bool `yaml:"cluster"`
+	// Seeds are further cluster nodes to discover the cluster from, as
+	// host:port (cluster only; at most 64). Default none.
+	Seeds []string `yaml:"seeds"`
+	// Sentinel finds the primary through Redis Sentinel instead of URL's
+	// host (URL then carries only the user, password, database and
+	// scheme). Default off.
+	Sentinel RedisSentinel `yaml:"sentinel"`
 	// URLFromEnv is set when SWITCHBOARD_REDIS_URL (or llmshim's
 	// LLMSHIM_REDIS_URL) supplied URL.
 	URLFromEnv bool `yaml:"-"`
 }
+
+// RedisSentinel names a Sentinel-monitored primary.
+type RedisSentinel struct {
+	// Master is the primary's name as the sentinels know it (required
+	// with Addrs).
+	Master string `yaml:"master"`
+	// Addrs are the sentinels, as host:port (1..64).
+	Addrs []string `yaml:"addrs"`
+	// Password authenticates to the sentinels (not to Redis: that is
+	// URL's). Default none.
+	Password string `yaml:"password"`
+}
+
+// On reports whether Sentinel is configured.
+func (s *RedisSentinel) On() bool { return s.Master != "" || len(s.Addrs) > 0 || s.Password != "" }
 
 // Enabled reports whether state is shared through Redis.
 func (r *Redis) Enabled() bool { return r.URL != "" }

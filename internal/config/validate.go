@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"net"
 	"net/url"
 	"slices"
 	"strconv"
@@ -109,8 +110,12 @@ func (l *loader) validateRedis(r *Redis) {
 	l.durRange("redis.command_timeout", r.CommandTimeout, time.Millisecond, time.Minute)
 	l.durRange("redis.connect_timeout", r.ConnectTimeout, time.Millisecond, time.Minute)
 	if r.URL == "" {
+		if r.Cluster || len(r.Seeds) > 0 || r.Sentinel.On() {
+			l.errAt("redis.url", "redis.cluster, redis.seeds and redis.sentinel need redis.url (or %s)", EnvRedisURL)
+		}
 		return
 	}
+	l.validateRedisTopology(r)
 	from := ""
 	if r.URLFromEnv {
 		from = " (from " + EnvRedisURL + ")"
@@ -135,6 +140,8 @@ func (l *loader) validateRedis(r *Redis) {
 		if db := strings.Trim(u.Path, "/"); db != "" {
 			if n, err := strconv.Atoi(db); err != nil || n < 0 {
 				l.errAt("redis.url", "the path selects a database and must be a number such as /0%s, got %q", from, u.Path)
+			} else if n != 0 && r.Cluster {
+				l.errAt("redis.url", "a cluster has only database 0, got %q", u.Path)
 			}
 		}
 	case "unix":
@@ -143,6 +150,43 @@ func (l *loader) validateRedis(r *Redis) {
 		}
 	default:
 		l.errAt("redis.url", "%s%s; got scheme %q", want, from, u.Scheme)
+	}
+}
+
+// maxRedisAddrs bounds redis.seeds and redis.sentinel.addrs.
+const maxRedisAddrs = 64
+
+// validateRedisTopology checks cluster seeds and sentinels: each a
+// host:port, and at most one of cluster and sentinel.
+func (l *loader) validateRedisTopology(r *Redis) {
+	if r.Cluster && r.Sentinel.On() {
+		l.errAt("redis.sentinel", "redis.cluster and redis.sentinel exclude each other: a cluster fails over on its own")
+	}
+	if len(r.Seeds) > 0 && !r.Cluster {
+		l.errAt("redis.seeds", "seeds are cluster nodes: set redis.cluster: true, or drop them")
+	}
+	l.addrs("redis.seeds", r.Seeds, 0)
+	if r.Sentinel.On() {
+		if r.Sentinel.Master == "" {
+			l.errAt("redis.sentinel.master", "the primary's name as the sentinels know it is required with redis.sentinel")
+		}
+		l.addrs("redis.sentinel.addrs", r.Sentinel.Addrs, 1)
+	}
+}
+
+// addrs checks a list of host:port, at least min and at most
+// maxRedisAddrs of them.
+func (l *loader) addrs(path string, as []string, min int) {
+	if len(as) < min || len(as) > maxRedisAddrs {
+		l.errAt(path, "must list %d..%d host:port addresses, got %d", min, maxRedisAddrs, len(as))
+		return
+	}
+	for i, a := range as {
+		host, port, err := net.SplitHostPort(a)
+		n, perr := strconv.Atoi(port)
+		if err != nil || host == "" || perr != nil || n < 1 || n > 65535 {
+			l.errAt(fmt.Sprintf("%s[%d]", path, i), "want host:port with a port 1..65535, got %q", a)
+		}
 	}
 }
 

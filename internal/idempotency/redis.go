@@ -16,16 +16,24 @@ import (
 // size table let any replica recover the count and byte totals after the
 // values are gone, in fixed-size batches.
 type Redis struct {
-	c      *redis.Client
+	c      redis.UniversalClient
 	lim    Limits
 	prefix string
 }
 
-// RedisPrefix is the versioned namespace of idempotency records.
-const RedisPrefix = "switchboard:idem:v1:"
+// RedisPrefix is the versioned namespace of idempotency records. Its hash
+// tag keeps them in one Redis Cluster slot: a claim or a finish updates
+// the entry, the fleet-wide index and the byte total together.
+const RedisPrefix = "switchboard:{idem:v1}:"
 
 // NewRedis uses c.
-func NewRedis(c *redis.Client, lim Limits) *Redis { return &Redis{c: c, lim: lim, prefix: RedisPrefix} }
+func NewRedis(c redis.UniversalClient, lim Limits) *Redis {
+	return &Redis{c: c, lim: lim, prefix: RedisPrefix}
+}
+
+// keys is what every script declares: a key of the namespace, which
+// routes it (in a cluster) to the namespace's slot.
+func (s *Redis) keys() []string { return []string{s.prefix + "acct"} }
 
 const luaIdemCommon = `
 local P = ARGV[1]
@@ -120,7 +128,7 @@ func rkey(key string) string {
 }
 
 func (s *Redis) Claim(ctx context.Context, key, hash string, lease time.Duration) (State, *Record, string, error) {
-	res, err := scriptIdemClaim.Run(ctx, s.c, nil, s.prefix, rkey(key), hash, lease.Milliseconds(), newToken()).StringSlice()
+	res, err := scriptIdemClaim.Run(ctx, s.c, s.keys(), s.prefix, rkey(key), hash, lease.Milliseconds(), newToken()).StringSlice()
 	if err != nil {
 		return 0, nil, "", err
 	}
@@ -143,16 +151,16 @@ func (s *Redis) Finish(ctx context.Context, key, token string, rec *Record) (boo
 	if int64(len(b)) > s.lim.MaxBytes {
 		return false, errors.Join(ErrTooLarge, s.Release(ctx, key, token))
 	}
-	res, err := scriptIdemFinish.Run(ctx, s.c, nil, s.prefix, rkey(key), token, b, s.lim.TTL.Milliseconds(),
+	res, err := scriptIdemFinish.Run(ctx, s.c, s.keys(), s.prefix, rkey(key), token, b, s.lim.TTL.Milliseconds(),
 		s.lim.MaxEntries, s.lim.MaxTotal).Text()
 	return res == "ok", err
 }
 
 func (s *Redis) Renew(ctx context.Context, key, token string, lease time.Duration) (bool, error) {
-	res, err := scriptIdemRenew.Run(ctx, s.c, nil, s.prefix, rkey(key), token, lease.Milliseconds()).Text()
+	res, err := scriptIdemRenew.Run(ctx, s.c, s.keys(), s.prefix, rkey(key), token, lease.Milliseconds()).Text()
 	return res == "ok", err
 }
 
 func (s *Redis) Release(ctx context.Context, key, token string) error {
-	return scriptIdemRelease.Run(ctx, s.c, nil, s.prefix, rkey(key), token).Err()
+	return scriptIdemRelease.Run(ctx, s.c, s.keys(), s.prefix, rkey(key), token).Err()
 }

@@ -17,13 +17,14 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
 	"switchboard/internal/config"
+	"switchboard/internal/redisconn"
 
 	"github.com/redis/go-redis/v9"
-	"github.com/redis/go-redis/v9/maintnotifications"
 )
 
 var (
@@ -65,8 +66,12 @@ var (
 // Format is this code's record format; Namespace holds it. A later format
 // gets its own namespace and runs beside this one.
 const (
-	Format    = "1"
-	Namespace = "switchboard:q:v1:"
+	Format = "1"
+	// Namespace's hash tag puts every key of the queue in one Redis
+	// Cluster slot: its transitions touch a job's records, its
+	// provider's queue and the fleet-wide indexes and byte accounting
+	// together.
+	Namespace = "switchboard:{q:v1}:"
 	// metaBytes is each job's allowance for its record, waiting-state
 	// cancellation envelope and DLQ note, counted with its request.
 	metaBytes = 4096
@@ -107,7 +112,9 @@ type Options struct {
 	DLQMax             int
 	DLQBytes           int64
 	DLQTTL             time.Duration
-	// Prefix overrides Namespace (tests run several queues on one server).
+	// Prefix overrides Namespace (tests run several queues on one server);
+	// one without a hash tag gets "{q}:" appended, so that its keys share
+	// a slot.
 	Prefix string
 }
 
@@ -145,16 +152,19 @@ func (o *Options) defaults() {
 	if o.Prefix == "" {
 		o.Prefix = Namespace
 	}
+	if !strings.Contains(o.Prefix, "{") {
+		o.Prefix += "{q}:"
+	}
 }
 
 // Queue is one namespace on one Redis server.
 type Queue struct {
-	c    *redis.Client
+	c    redis.UniversalClient
 	opts atomic.Pointer[Options]
 }
 
 // New wraps c; it does not talk to Redis (see Check).
-func New(c *redis.Client, o Options) *Queue {
+func New(c redis.UniversalClient, o Options) *Queue {
 	o.defaults()
 	q := &Queue{c: c}
 	q.opts.Store(&o)
@@ -171,28 +181,21 @@ func (q *Queue) SetOptions(o Options) {
 	q.opts.Store(&o)
 }
 
-// Dial opens a client for the queue: retries off (a transition whose
-// reply was lost may have run), every wait bounded.
-func Dial(url string, command, connect time.Duration, pool int) (*redis.Client, error) {
-	ro, err := redis.ParseURL(url)
-	if err != nil {
-		return nil, fmt.Errorf("redis url: %w", err)
-	}
-	ro.MaxRetries = -1
-	ro.DialTimeout = connect
-	ro.ReadTimeout = command
-	ro.WriteTimeout = command
-	ro.PoolTimeout = command
-	ro.PoolSize = pool
-	ro.ContextTimeoutEnabled = true
-	ro.Protocol = 2
-	ro.DisableIdentity = true
-	ro.MaintNotificationsConfig = &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
-	return redis.NewClient(ro), nil
+// Dial opens a client of one server for the queue (the gateway opens its
+// clients with redisconn, which also speaks cluster and Sentinel):
+// retries off (a transition whose reply was lost may have run), every
+// wait bounded.
+func Dial(url string, command, connect time.Duration, pool int) (redis.UniversalClient, error) {
+	return redisconn.Dial(redisconn.Options{URL: url, CommandTimeout: command, ConnectTimeout: connect, PoolSize: pool})
 }
 
 // Client is the Redis client the queue runs on.
-func (q *Queue) Client() *redis.Client { return q.c }
+func (q *Queue) Client() redis.UniversalClient { return q.c }
+
+// keys is what every transition declares: a key of the namespace, which
+// routes it (in a cluster) to the slot the namespace's tag names; the
+// scripts build the other names from the prefix.
+func (q *Queue) keys() []string { return []string{q.opts.Load().Prefix + "format"} }
 
 // Check refuses a namespace written in another format: a replica must not
 // start against records it would misread.
@@ -244,7 +247,7 @@ func (q *Queue) Enqueue(ctx context.Context, j *Job) (Enqueued, error) {
 	if j.Stream {
 		stream = "1"
 	}
-	res, err := scriptEnqueue.Run(ctx, q.c, nil, q.opts.Load().Prefix, j.ID, j.Provider, max(0, min(j.Tier, 1000)),
+	res, err := scriptEnqueue.Run(ctx, q.c, q.keys(), q.opts.Load().Prefix, j.ID, j.Provider, max(0, min(j.Tier, 1000)),
 		j.Timeout.Milliseconds(), j.Origin, j.OToken, q.opts.Load().OriginLease.Milliseconds(), j.Request,
 		q.opts.Load().Depth, q.opts.Load().RetainedJobs, q.opts.Load().RetainedBase, metaBytes, j.Endpoint, j.Tenant, stream).StringSlice()
 	if err != nil {
@@ -306,7 +309,7 @@ func (q *Queue) Lease(ctx context.Context, worker string, caps []Cap, start int)
 	for _, c := range caps {
 		args = append(args, c.Provider, c.Limit)
 	}
-	res, err := scriptLease.Run(ctx, q.c, nil, args...).StringSlice()
+	res, err := scriptLease.Run(ctx, q.c, q.keys(), args...).StringSlice()
 	if err != nil {
 		return nil, err
 	}
@@ -342,7 +345,7 @@ func fenced(s string, err error) error {
 
 // Heartbeat extends l by the lease time; ErrLost or ErrCanceled say to stop.
 func (q *Queue) Heartbeat(ctx context.Context, l *Lease) error {
-	return fenced(scriptHeartbeat.Run(ctx, q.c, nil, q.opts.Load().Prefix, l.ID, l.Token, l.Gen, q.opts.Load().Lease.Milliseconds()).Text())
+	return fenced(scriptHeartbeat.Run(ctx, q.c, q.keys(), q.opts.Load().Prefix, l.ID, l.Token, l.Gen, q.opts.Load().Lease.Milliseconds()).Text())
 }
 
 // Message kinds on an origin's channel.
@@ -356,19 +359,19 @@ const (
 
 // Publish sends one message to the job's origin, fenced by l.
 func (q *Queue) Publish(ctx context.Context, l *Lease, kind string, seq int, payload []byte) error {
-	return fenced(scriptPublish.Run(ctx, q.c, nil, q.opts.Load().Prefix, l.ID, l.Token, l.Gen, kind, seq, payload).Text())
+	return fenced(scriptPublish.Run(ctx, q.c, q.keys(), q.opts.Load().Prefix, l.ID, l.Token, l.Gen, kind, seq, payload).Text())
 }
 
 // Complete stores terminal as the job's result, fenced by l.
 func (q *Queue) Complete(ctx context.Context, l *Lease, terminal []byte) error {
-	return fenced(scriptComplete.Run(ctx, q.c, nil, q.opts.Load().Prefix, l.ID, l.Token, l.Gen, terminal,
+	return fenced(scriptComplete.Run(ctx, q.c, q.keys(), q.opts.Load().Prefix, l.ID, l.Token, l.Gen, terminal,
 		q.opts.Load().ResultTTL.Milliseconds(), inlineMax).Text())
 }
 
 // Requeue gives l back (or dead-letters the job after max deliveries):
 // dead reports the latter.
 func (q *Queue) Requeue(ctx context.Context, l *Lease, why string) (dead bool, err error) {
-	s, err := scriptRequeue.Run(ctx, q.c, nil, q.opts.Load().Prefix, l.ID, l.Token, l.Gen, why, q.opts.Load().MaxDeliveries,
+	s, err := scriptRequeue.Run(ctx, q.c, q.keys(), q.opts.Load().Prefix, l.ID, l.Token, l.Gen, why, q.opts.Load().MaxDeliveries,
 		q.opts.Load().ResultTTL.Milliseconds()).Text()
 	switch {
 	case err != nil:
@@ -385,7 +388,7 @@ func (q *Queue) Requeue(ctx context.Context, l *Lease, why string) (dead bool, e
 // It reports the state the job was in ("waiting" and "leased" mean this
 // call canceled it).
 func (q *Queue) Cancel(ctx context.Context, id, otok string) (string, error) {
-	return scriptCancel.Run(ctx, q.c, nil, q.opts.Load().Prefix, id, otok, q.opts.Load().ResultTTL.Milliseconds()).Text()
+	return scriptCancel.Run(ctx, q.c, q.keys(), q.opts.Load().Prefix, id, otok, q.opts.Load().ResultTTL.Milliseconds()).Text()
 }
 
 // OriginState renews the origin's claim and reports the job's state and
@@ -395,7 +398,7 @@ func (q *Queue) OriginState(ctx context.Context, id, otok string, ack bool) (sta
 	if ack {
 		a = "1"
 	}
-	res, err := scriptOrigin.Run(ctx, q.c, nil, q.opts.Load().Prefix, id, otok, q.opts.Load().OriginLease.Milliseconds(), a).StringSlice()
+	res, err := scriptOrigin.Run(ctx, q.c, q.keys(), q.opts.Load().Prefix, id, otok, q.opts.Load().OriginLease.Milliseconds(), a).StringSlice()
 	if err != nil {
 		return "", "", err
 	}
@@ -422,7 +425,7 @@ type Reaped struct{ Requeued, Dead, Canceled, Reclaimed int }
 // Reap runs one bounded pass (see reap.lua). Any replica may run it; each
 // step is atomic, so concurrent reapers never double-handle a job.
 func (q *Queue) Reap(ctx context.Context) (Reaped, error) {
-	res, err := scriptReap.Run(ctx, q.c, nil, q.opts.Load().Prefix, reapBatch, q.opts.Load().MaxDeliveries, q.opts.Load().ResultTTL.Milliseconds(),
+	res, err := scriptReap.Run(ctx, q.c, q.keys(), q.opts.Load().Prefix, reapBatch, q.opts.Load().MaxDeliveries, q.opts.Load().ResultTTL.Milliseconds(),
 		q.opts.Load().DLQMax, q.opts.Load().DLQBytes, q.opts.Load().DLQTTL.Milliseconds()).Int64Slice()
 	if err != nil {
 		return Reaped{}, err

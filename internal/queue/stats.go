@@ -125,7 +125,7 @@ func (q *Queue) Retry(ctx context.Context, id string) error { return q.dlqOp(ctx
 func (q *Queue) Drop(ctx context.Context, id string) error { return q.dlqOp(ctx, "drop", id) }
 
 func (q *Queue) dlqOp(ctx context.Context, op, id string) error {
-	s, err := scriptDLQ.Run(ctx, q.c, nil, q.opts.Load().Prefix, op, id, q.opts.Load().Depth, q.opts.Load().RetainedJobs).Text()
+	s, err := scriptDLQ.Run(ctx, q.c, q.keys(), q.opts.Load().Prefix, op, id, q.opts.Load().Depth, q.opts.Load().RetainedJobs).Text()
 	switch {
 	case err != nil:
 		return err

@@ -16,8 +16,6 @@ import (
 	"switchboard/internal/admin"
 	"switchboard/internal/admit"
 	"switchboard/internal/config"
-	"switchboard/internal/queue"
-	"switchboard/internal/store"
 	"switchboard/internal/store/redistest"
 	"switchboard/internal/usagelog"
 )
@@ -28,6 +26,12 @@ import (
 func startAdminFleet(t *testing.T, n int, yaml string) ([]*gateway, *redistest.Server) {
 	t.Helper()
 	rs := redistest.Start(t)
+	return startAdminFleetAt(t, singleAt(rs), n, yaml), rs
+}
+
+// startAdminFleetAt is startAdminFleet on the Redis at.
+func startAdminFleetAt(t *testing.T, at redisAt, n int, yaml string) []*gateway {
+	t.Helper()
 	cfg, err := config.Parse([]byte(yaml), "fleet.yaml")
 	if err != nil {
 		t.Fatalf("config: %v", err)
@@ -38,16 +42,8 @@ func startAdminFleet(t *testing.T, n int, yaml string) ([]*gateway, *redistest.S
 	out := make([]*gateway, n)
 	for i := range out {
 		logs, log := replicaLog(i)
-		st, err := store.OpenRedis(store.RedisOptions{URL: rs.URL, CommandTimeout: 10 * time.Second, Log: log})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { st.Close() })
-		c, err := queue.Dial(rs.URL, 10*time.Second, 5*time.Second, 8)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { c.Close() })
+		st := at.store(t, log)
+		c := at.client(t, 8, 10*time.Second)
 		s := New(log, nil, nil)
 		// Each replica writes its own usage log file (rows of the requests
 		// it served).
@@ -70,7 +66,7 @@ func startAdminFleet(t *testing.T, n int, yaml string) ([]*gateway, *redistest.S
 		t.Cleanup(ts.Close)
 		out[i] = &gateway{Server: s, URL: ts.URL, logs: logs, t: t}
 	}
-	return out, rs
+	return out
 }
 
 // untilStatus polls every replica with key until each answers want, and
@@ -108,7 +104,11 @@ func TestAdminFleetRevoke(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts redis-server")
 	}
-	fleet, _ := startAdminFleet(t, 3, mockYAML("m", "a")+`pricing:
+	adminRevoke(t, singleAt(redistest.Start(t)))
+}
+
+func adminRevoke(t *testing.T, at redisAt) {
+	fleet := startAdminFleetAt(t, at, 3, mockYAML("m", "a")+`pricing:
   a: {a-model: {input: 3, output: 15, context: 10000, max_output: 100}}
 auth:
   keys:

@@ -19,7 +19,6 @@ import (
 	"switchboard/internal/admit"
 	"switchboard/internal/config"
 	"switchboard/internal/front"
-	"switchboard/internal/store"
 	"switchboard/internal/store/redistest"
 )
 
@@ -29,6 +28,12 @@ import (
 
 // startFleet serves yaml on n replicas sharing srv.
 func startFleet(t *testing.T, srv *redistest.Server, n int, yaml string) []*gateway {
+	t.Helper()
+	return startFleetAt(t, singleAt(srv), n, yaml)
+}
+
+// startFleetAt serves yaml on n replicas sharing the Redis at.
+func startFleetAt(t *testing.T, at redisAt, n int, yaml string) []*gateway {
 	t.Helper()
 	cfg, err := config.Parse([]byte(yaml), "fleet.yaml")
 	if err != nil {
@@ -41,11 +46,7 @@ func startFleet(t *testing.T, srv *redistest.Server, n int, yaml string) []*gate
 		// on a loaded 2-core machine a 500 ms timeout sends a replica to
 		// its in-process fallback (rates fail open) and admits too much.
 		// A killed Redis still refuses at once.
-		st, err := store.OpenRedis(store.RedisOptions{URL: srv.URL, ProbeInterval: 50 * time.Millisecond, CommandTimeout: 10 * time.Second, Log: log})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { st.Close() })
+		st := at.store(t, log)
 		s := New(log, nil, nil)
 		s.Admission = admit.New(st, s.Clock, s.Metrics.Registry)
 		s.JoinFleet(st)
@@ -91,10 +92,13 @@ func send(url, body string, headers ...string) (answer, error) {
 
 // The provider's rpm: 50 means 50 for the fleet, not 50 per replica.
 func TestFleetProviderBucketIsShared(t *testing.T) {
-	srv := redistest.Start(t)
+	providerBucketShared(t, singleAt(redistest.Start(t)))
+}
+
+func providerBucketShared(t *testing.T, at redisAt) {
 	yaml := strings.Replace(mockYAML("m", "a"), "    mock: {tokens: 5}\n", "    mock: {tokens: 5}\n    rpm: 50\n", 1) +
 		"performance: {probing_enabled: false}\n"
-	fleet := startFleet(t, srv, 3, yaml)
+	fleet := startFleetAt(t, at, 3, yaml)
 	// The bucket refills one request per 1.2 s, so the burst must be
 	// quicker than that: open the connections beforehand.
 	var warm sync.WaitGroup
@@ -152,8 +156,11 @@ func TestFleetProviderBucketIsShared(t *testing.T) {
 // replicas never reserve past it, and what is settled is exactly the
 // reported usage at the configured price, to the nano-USD.
 func TestFleetSpendCapHoldsToTheNano(t *testing.T) {
-	srv := redistest.Start(t)
-	fleet := startFleet(t, srv, 3, pricedYAML("auth:\n  keys:\n    k: {tenant: acme, budget_usd: 1}\n"))
+	spendCapHolds(t, singleAt(redistest.Start(t)))
+}
+
+func spendCapHolds(t *testing.T, at redisAt) {
+	fleet := startFleetAt(t, at, 3, pricedYAML("auth:\n  keys:\n    k: {tenant: acme, budget_usd: 1}\n"))
 	body := `{"model":"m","max_tokens":100,"messages":[{"role":"user","content":"hi"}]}`
 	var ok, refused, tokens atomic.Int64
 	var wg sync.WaitGroup

@@ -91,9 +91,12 @@ func concurrentDuplicates(t *testing.T, urls []string, calls func() int64) {
 // In queue mode the keys live in Redis: duplicates spread over two
 // ingress replicas still make one upstream call.
 func TestIdempotencyAcrossIngressReplicas(t *testing.T) {
-	srv := redistest.Start(t)
+	duplicatesAcrossIngress(t, singleAt(redistest.Start(t)))
+}
+
+func duplicatesAcrossIngress(t *testing.T, at redisAt) {
 	yaml := strings.Replace(mockYAML("m", "a"), "mock: {tokens: 5}", "mock: {tokens: 5, ttft_ms: 300}", 1)
-	reps := startQueued(t, srv, yaml, "", ingressOnly, ingressOnly, workerOnly)
+	reps := startQueuedAt(t, at, yaml, "", nil, ingressOnly, ingressOnly, workerOnly)
 	concurrentDuplicates(t, []string{reps[0].URL, reps[1].URL}, func() int64 { return reps[2].mock("a").Calls() })
 }
 

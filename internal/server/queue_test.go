@@ -43,7 +43,13 @@ func startQueued(t *testing.T, srv *redistest.Server, yaml, queueLines string, r
 // queue starts (nil: none).
 func startQueuedWith(t *testing.T, srv *redistest.Server, yaml, queueLines string, setup func(*Server), roles ...dispatch.Role) []*replica {
 	t.Helper()
-	yaml += "redis: {url: \"" + srv.URL + "\"}\nqueue:\n  mode: redis\n" + queueLines
+	return startQueuedAt(t, singleAt(srv), yaml, queueLines, setup, roles...)
+}
+
+// startQueuedAt is startQueuedWith on the Redis at.
+func startQueuedAt(t *testing.T, at redisAt, yaml, queueLines string, setup func(*Server), roles ...dispatch.Role) []*replica {
+	t.Helper()
+	yaml += "redis: " + at.yaml() + "\nqueue:\n  mode: redis\n" + queueLines
 	cfg, err := config.Parse([]byte(yaml), "queue.yaml")
 	if err != nil {
 		t.Fatalf("config: %v", err)
@@ -56,11 +62,7 @@ func startQueuedWith(t *testing.T, srv *redistest.Server, yaml, queueLines strin
 			w = io.MultiWriter(logs, os.Stderr)
 		}
 		log := slog.New(front.LogHandler{Handler: slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelInfo})}).With("replica", i+1)
-		c, err := queue.Dial(srv.URL, time.Second, time.Second, 64)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { c.Close() })
+		c := at.client(t, 64, time.Second)
 		s := New(log, nil, nil)
 		s.SetIdempotency(idempotency.NewRedis(c, idempotency.LimitsOf(&cfg.Idempotency)))
 		s.Apply(cfg)

@@ -17,7 +17,8 @@ const DefaultFile = "switchboard.db"
 // another process holds (nil: slog.Default).
 func Open(cfg *config.Config, stateDir string, log *slog.Logger) (Store, error) {
 	if cfg.Redis.Enabled() {
-		return OpenRedis(RedisOptions{URL: cfg.Redis.URL, CommandTimeout: cfg.Redis.CommandTimeout.D(),
+		return OpenRedis(RedisOptions{URL: cfg.Redis.URL, Cluster: cfg.Redis.Cluster, Seeds: cfg.Redis.Seeds,
+			Sentinel: cfg.Redis.Sentinel, CommandTimeout: cfg.Redis.CommandTimeout.D(),
 			ConnectTimeout: cfg.Redis.ConnectTimeout.D(), Log: log})
 	}
 	if cfg.Store.Backend == config.StoreMemory {

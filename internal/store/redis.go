@@ -7,14 +7,16 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"github.com/redis/go-redis/v9/maintnotifications"
 
+	"switchboard/internal/config"
 	"switchboard/internal/limit"
+	"switchboard/internal/redisconn"
 )
 
 // The scripts live beside this file. Each is the common helpers followed
@@ -74,6 +76,12 @@ type RedisOptions struct {
 	// CommandTimeout bounds each command with its reply; ConnectTimeout a
 	// new connection. Zero takes the defaults (500 ms, 1 s).
 	CommandTimeout, ConnectTimeout time.Duration
+	// Cluster: URL is a seed of a Redis Cluster (Seeds more), whose
+	// scripts then run per hash tag (see Admit). Sentinel finds the
+	// primary through Redis Sentinel.
+	Cluster  bool
+	Seeds    []string
+	Sentinel config.RedisSentinel
 	// ProbeInterval is how often an unavailable Redis is pinged. Default
 	// 250 ms.
 	ProbeInterval time.Duration
@@ -96,11 +104,14 @@ type RedisOptions struct {
 // where it was), and one warning is logged; a background PING notices when
 // Redis answers again, and the next decision goes back to it.
 type Redis struct {
-	c    *redis.Client
-	p    *pipe
-	keys keyNames
-	o    RedisOptions
-	log  *slog.Logger
+	c redis.UniversalClient
+	// cluster: a decision whose keys have several owners runs as one
+	// script per owner (redis_slots.go).
+	cluster bool
+	p       *pipe
+	keys    keyNames
+	o       RedisOptions
+	log     *slog.Logger
 	// mem is the in-process fallback: unbudgeted admissions and their
 	// settlements while Redis is away, and every penalty (cheap, and it
 	// keeps the fallback as strict as it can be).
@@ -112,7 +123,8 @@ type Redis struct {
 	lastReply atomic.Int64 // unix ns of the last logged error reply
 
 	mu       sync.Mutex
-	localIDs map[string]int64 // attempt id → unix s after which it is forgotten
+	localIDs map[string]int64    // attempt id → unix s after which it is forgotten
+	ledgers  map[string]struct{} // ledgers this replica took live holds in (LiveHolds)
 }
 
 // OpenRedis connects to Redis. An unreachable server is not an error: the
@@ -120,10 +132,6 @@ type Redis struct {
 // answers, so a replica boots even while Redis is down. A URL that does
 // not parse is an error.
 func OpenRedis(o RedisOptions) (*Redis, error) {
-	ro, err := redis.ParseURL(o.URL)
-	if err != nil {
-		return nil, fmt.Errorf("redis url: %w", err)
-	}
 	if o.CommandTimeout <= 0 {
 		o.CommandTimeout = DefaultRedisCommandTimeout
 	}
@@ -136,56 +144,37 @@ func OpenRedis(o RedisOptions) (*Redis, error) {
 	if o.Log == nil {
 		o.Log = slog.Default()
 	}
-	// Retries off: a command whose reply was lost may have run, so sending
-	// it again could debit twice. Bounded dial, read, write and pool waits,
-	// so no call outlives CommandTimeout (plus ConnectTimeout for a new
-	// connection). RESP2 and no identity or maintenance handshakes keep a
-	// new connection to one round trip of AUTH/SELECT at most.
-	ro.MaxRetries = -1
-	ro.DialTimeout = o.ConnectTimeout
-	ro.DialerRetries = 1
-	ro.ReadTimeout = o.CommandTimeout
-	ro.WriteTimeout = o.CommandTimeout
-	ro.PoolTimeout = o.CommandTimeout
-	ro.ContextTimeoutEnabled = true
-	ro.Protocol = 2
-	ro.DisableIdentity = true
-	ro.MaintNotificationsConfig = &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
-	QuietDriver()
-	r := &Redis{c: redis.NewClient(ro), o: o, log: o.Log, mem: NewMemory(), done: make(chan struct{}),
-		localIDs: map[string]int64{}}
+	conn := redisconn.Options{URL: o.URL, Cluster: o.Cluster, Seeds: o.Seeds, SentinelMaster: o.Sentinel.Master,
+		SentinelAddrs: o.Sentinel.Addrs, SentinelPassword: o.Sentinel.Password,
+		CommandTimeout: o.CommandTimeout, ConnectTimeout: o.ConnectTimeout}
+	c, err := redisconn.Dial(conn)
+	if err != nil {
+		return nil, err
+	}
+	r := &Redis{c: c, cluster: o.Cluster, o: o, log: o.Log, mem: NewMemory(), done: make(chan struct{}),
+		localIDs: map[string]int64{}, ledgers: map[string]struct{}{}}
 	r.p = newPipe(r)
 	ctx, cancel := context.WithTimeout(context.Background(), o.ConnectTimeout+o.CommandTimeout)
 	defer cancel()
-	// Addr and DB only: the URL may carry a password.
-	o.Log.Info("admission, spend and provider health are shared through redis", "addr", ro.Addr, "db", ro.DB,
+	// The topology only: the URL may carry a password.
+	o.Log.Info("admission, spend and provider health are shared through redis", "topology", conn.Kind(),
 		"command_timeout", o.CommandTimeout.String(), "connect_timeout", o.ConnectTimeout.String())
-	if err := r.c.Ping(ctx).Err(); err != nil {
+	if err := redisconn.Ping(ctx, r.c); err != nil {
 		r.failed(context.Background(), err)
 	} else {
 		// The index of the former per-attempt records: nothing reads it
 		// any more (a replica of an older version still running only
 		// gains room by its loss). Best effort.
-		_ = r.c.Unlink(ctx, legacyAttemptsKey).Err()
+		for _, k := range legacyKeys {
+			_ = r.c.Unlink(ctx, k).Err()
+		}
 	}
 	return r, nil
 }
 
-// quietDriver: go-redis logs every failed dial on its own, which during an
-// outage is one line per probe and per replica. The store logs the
-// transitions (one warning down, one line back); the driver's lines go to
-// debug. The driver's logger is process-wide, hence once.
-var quietDriver sync.Once
-
 // QuietDriver sends go-redis's own log lines to debug (once per process);
 // every Redis client the gateway or its CLI opens wants it.
-func QuietDriver() { quietDriver.Do(func() { redis.SetLogger(driverLog{}) }) }
-
-type driverLog struct{}
-
-func (driverLog) Printf(ctx context.Context, format string, v ...any) {
-	slog.Default().DebugContext(ctx, "redis driver: "+fmt.Sprintf(format, v...))
-}
+func QuietDriver() { redisconn.Quiet() }
 
 // Available reports whether the last command reached Redis.
 func (r *Redis) Available() bool { return !r.down.Load() }
@@ -210,6 +199,8 @@ func (r *Redis) failed(ctx context.Context, err error) {
 		}
 		return
 	}
+	// A cluster may have failed over: read its slot map again.
+	redisconn.Reload(r.c)
 	if r.down.CompareAndSwap(false, true) {
 		r.log.Warn("redis is unavailable: provider rate limits and health fall back to this process, "+
 			"budgeted requests get 503 until it answers", "error", err.Error())
@@ -228,7 +219,10 @@ func (r *Redis) probe() {
 		case <-t.C:
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), r.o.CommandTimeout)
-		err := r.c.Ping(ctx).Err()
+		// Every master must answer: a cluster whose master died is back
+		// once a replica took its slots and the slot map says so.
+		redisconn.Reload(r.c)
+		err := redisconn.Ping(ctx, r.c)
 		cancel()
 		if err == nil {
 			r.down.Store(false)
@@ -255,13 +249,39 @@ func (r *Redis) run(ctx context.Context, s *script, keys []string, args ...any) 
 	return r.p.do(cctx, &call{script: s, cmd: cmd})
 }
 
-func bucketKey(k string) string { return KeyPrefix + "b:" + k }
+// Every key carries a hash tag (the part in braces) naming the owner its
+// data belongs with, so that a script's keys share a Redis Cluster slot:
+// a tenant's ledger (its daily counters, spend windows, live holds and
+// settlement guard) is tagged {t:<tenant>}; a rate bucket by the owner in
+// its debit's name ("p:<provider>", "t:<tenant>", "k:<key id>", "g" for
+// the gateway-wide buckets); a provider's penalty and health records by
+// {p:<provider>}, with its buckets. On one server the tags change
+// nothing. A name with a '}' ends its tag early, the same way in every
+// key of its owner, so the owner's keys still share one slot.
+
+// owner is the tag of a debit key "<owner>:<kind>" (a key without ':' is
+// its own owner).
+func owner(k string) string {
+	if i := strings.LastIndexByte(k, ':'); i > 0 {
+		return k[:i]
+	}
+	return k
+}
+
+// tagged is KeyPrefix + kind + ":{" + the debit key's owner + "}" + the
+// rest of the debit key.
+func tagged(kind, k string) string {
+	o := owner(k)
+	return KeyPrefix + kind + ":{" + o + "}" + k[len(o):]
+}
+
+func bucketKey(k string) string { return tagged("b", k) }
 
 // rateKey is a debit's counter: a bucket, or a sliding window's log under
 // its own name (the two are different Redis types).
 func rateKey(d limit.Debit) string {
 	if d.Rate.Sliding {
-		return KeyPrefix + "sw:" + d.Key
+		return tagged("sw", d.Key)
 	}
 	return bucketKey(d.Key)
 }
@@ -274,27 +294,34 @@ func windowArg(r limit.Rate) int64 {
 	}
 	return micros(r.Window)
 }
-func penaltyKey(g string) string      { return KeyPrefix + "pen:" + g }
-func dailyKey(t string) string        { return KeyPrefix + "d:" + t }
-func dailyMinutesKey(t string) string { return KeyPrefix + "dm:" + t }
-func healthKey(p string) string       { return KeyPrefix + "h:" + p }
+
+// ledgerOwner is the tag owner of a tenant's (or a key's own) ledger.
+func ledgerOwner(t string) string { return "t:" + t }
+
+func ledgerKey(kind, t string) string { return KeyPrefix + kind + ":{" + ledgerOwner(t) + "}" }
+
+func penaltyKey(g string) string      { return KeyPrefix + "pen:{" + g + "}" }
+func dailyKey(t string) string        { return ledgerKey("d", t) }
+func dailyMinutesKey(t string) string { return ledgerKey("dm", t) }
+func healthKey(p string) string       { return KeyPrefix + "h:{p:" + p + "}" }
+
+// holdsKey is a ledger's live holds (a zset of attempt ids by expiry);
+// guardKey the ids of its recently ended attempts that had none (by
+// expiry).
+func holdsKey(t string) string { return ledgerKey("holds", t) }
+func guardKey(t string) string { return ledgerKey("settled", t) }
 
 // windowPrefix names a tenant's windows of secs; ":<start>" completes it.
 // The start is numeric, so tenants containing ':' cannot collide.
 func windowPrefix(t string, secs int64) string {
-	return KeyPrefix + "w:" + t + ":" + strconv.FormatInt(secs, 10)
+	return ledgerKey("w", t) + ":" + strconv.FormatInt(secs, 10)
 }
 
-// holdsKey is the live holds (a zset of attempt ids by expiry); guardKey
-// the ids of recently ended attempts that had none (by expiry). Before
-// live holds, every attempt had a record (a hash at "a:<id>", indexed in
-// "attempts"): legacyAttemptsKey is dropped at open, the hashes expire on
-// their own.
-const (
-	holdsKey          = KeyPrefix + "holds"
-	guardKey          = KeyPrefix + "settled"
-	legacyAttemptsKey = KeyPrefix + "attempts"
-)
+// Keys of earlier versions, dropped at open (best effort; see
+// docs/fleet.md for the move to tagged keys): the index of per-attempt
+// records (their hashes at "a:<id>" expire on their own), and the
+// fleet-wide live holds and guard that the ledgers' own replaced.
+var legacyKeys = []string{KeyPrefix + "attempts"}
 
 func i64(v int64) string { return strconv.FormatInt(v, 10) }
 
@@ -317,6 +344,14 @@ func micros(d time.Duration) int64 { return max(d.Microseconds(), 1) }
 
 // Admit implements Store with one script (redis_admit.lua).
 func (r *Redis) Admit(ctx context.Context, a *Admission) (*Decision, error) {
+	if r.cluster && len(partsOf(a.Debits, ledgerOwner(a.Tenant), true)) > 1 {
+		d, err := r.admitSlots(ctx, a)
+		if err != nil {
+			return r.fallbackAdmit(ctx, a)
+		}
+		r.admitted(a, d)
+		return d, nil
+	}
 	v, err := r.admit(ctx, a)
 	if err != nil {
 		return r.fallbackAdmit(ctx, a)
@@ -328,7 +363,15 @@ func (r *Redis) Admit(ctx context.Context, a *Admission) (*Decision, error) {
 		r.log.Error("redis admission reply unreadable", "error", err.Error())
 		return nil, err
 	}
+	r.admitted(a, d)
 	return d, nil
+}
+
+// admitted notes the ledger of a live hold taken (LiveHolds).
+func (r *Redis) admitted(a *Admission, d *Decision) {
+	if d.Refused == Admitted && d.Recorded {
+		r.noteLedger(a.Tenant)
+	}
 }
 
 // admit runs redis_admit.lua for a (see the script for its keys and
@@ -337,17 +380,37 @@ func (r *Redis) admit(ctx context.Context, a *Admission) (any, error) {
 	if r.down.Load() {
 		return nil, ErrUnavailable
 	}
+	x := r.admitArgs(a, true)
+	cctx, cancel := r.cmdCtx(ctx)
+	defer cancel()
+	v, err := r.p.do(cctx, &call{script: scriptAdmit, cmd: x.cmd})
+	x.release() // sent and answered, or dropped unsent: the pipe is done with it
+	return v, err
+}
+
+// admitArgs is redis_admit.lua's command for a. Without ledger only a's
+// buckets are decided, and the first one's name stands in for the
+// ledger's keys (a cluster checks that a script's keys share a slot).
+func (r *Redis) admitArgs(a *Admission, ledger bool) *scriptArgs {
 	secs := windowSecs(a.WindowSecs)
 	n := len(a.Debits)
 	x := newArgs(scriptAdmit, 4+2*n, 12+3*n, 1)
-	x.str(holdsKey)
-	x.str(r.keys.dailyKey(a.Tenant))
-	x.str(r.keys.dailyMinutesKey(a.Tenant))
-	x.str(r.keys.windowPrefix(a.Tenant, secs))
+	if ledger || n == 0 {
+		x.str(r.keys.holdsKey(a.Tenant))
+		x.str(r.keys.dailyKey(a.Tenant))
+		x.str(r.keys.dailyMinutesKey(a.Tenant))
+		x.str(r.keys.windowPrefix(a.Tenant, secs))
+	} else {
+		k := r.keys.rateKey(a.Debits[0])
+		x.str(k)
+		x.str(k)
+		x.str(k)
+		x.str(k)
+	}
 	for _, d := range a.Debits {
 		x.str(r.keys.rateKey(d))
 		if d.Group == "" {
-			x.str(r.keys.bucketKey(d.Key)) // a placeholder: never read without a group
+			x.str(r.keys.rateKey(d)) // a placeholder: never read without a group
 		} else {
 			x.str(r.keys.penaltyKey(d.Group))
 		}
@@ -366,17 +429,14 @@ func (r *Redis) admit(ctx context.Context, a *Admission) (any, error) {
 	x.int(int64(Retention / time.Second))
 	x.int(DailyMinutes)
 	x.int(reclaimBatch)
+	x.flag(ledger)
 	for _, d := range a.Debits {
 		x.int(d.Rate.Limit)
 		x.int(windowArg(d.Rate))
 		x.int(d.Cost)
 		x.flag(d.Group != "")
 	}
-	cctx, cancel := r.cmdCtx(ctx)
-	defer cancel()
-	v, err := r.p.do(cctx, &call{script: scriptAdmit, cmd: x.cmd})
-	x.release() // sent and answered, or dropped unsent: the pipe is done with it
-	return v, err
+	return x
 }
 
 // fallbackAdmit decides without Redis: in process for an unbudgeted
@@ -502,12 +562,22 @@ func (r *Redis) Settle(ctx context.Context, st *Settlement) error {
 	if r.down.Load() {
 		return ErrUnavailable
 	}
-	x := r.settleArgs(st)
+	own, rest := r.splitSettle(st)
+	x := r.settleArgs(own)
 	cctx, cancel := r.cmdCtx(ctx)
 	defer cancel()
-	_, err := r.p.do(cctx, &call{script: scriptSettle, cmd: x.cmd})
+	v, err := r.p.do(cctx, &call{script: scriptSettle, cmd: x.cmd})
 	x.release()
-	return err
+	if err != nil || len(rest) == 0 || !applied(v) {
+		return err
+	}
+	r.p.doAll(cctx, rest)
+	for _, c := range rest {
+		if c.err != nil {
+			return c.err
+		}
+	}
+	return nil
 }
 
 // SettleAsync implements AsyncSettler: the settlement is queued behind
@@ -518,10 +588,35 @@ func (r *Redis) SettleAsync(st *Settlement, done func(error)) {
 		done(r.Settle(context.Background(), st))
 		return
 	}
-	x := r.settleArgs(st)
-	c := &call{script: scriptSettle, cmd: x.cmd, then: func(_ any, err error) {
+	own, rest := r.splitSettle(st)
+	x := r.settleArgs(own)
+	c := &call{script: scriptSettle, cmd: x.cmd, then: func(v any, err error) {
 		x.release()
-		done(err)
+		if err != nil || len(rest) == 0 || !applied(v) {
+			done(err)
+			return
+		}
+		// The other owners' corrections, once the ledger's applied; done
+		// runs with the first error, after the last of them.
+		var mu sync.Mutex
+		left, first := len(rest), error(nil)
+		for _, c := range rest {
+			c.then = func(_ any, err error) {
+				mu.Lock()
+				left--
+				if first == nil {
+					first = err
+				}
+				end := left == 0
+				mu.Unlock()
+				if end {
+					done(first)
+				}
+			}
+			if !r.p.enqueue(c) {
+				c.then(nil, errClosed)
+			}
+		}
 	}}
 	if !r.p.enqueue(c) {
 		x.release()
@@ -534,8 +629,8 @@ func (r *Redis) settleArgs(st *Settlement) *scriptArgs {
 	secs := windowSecs(st.WindowSecs)
 	n := len(st.Adjust)
 	x := newArgs(scriptSettle, 5+n, 10+3*n, 1)
-	x.str(holdsKey)
-	x.str(guardKey)
+	x.str(r.keys.holdsKey(st.Tenant))
+	x.str(r.keys.guardKey(st.Tenant))
 	x.str(r.keys.dailyKey(st.Tenant))
 	x.str(r.keys.dailyMinutesKey(st.Tenant))
 	x.str(r.keys.windowKey(st.Tenant, secs, st.WindowStart))
@@ -563,16 +658,6 @@ func (r *Redis) settleArgs(st *Settlement) *scriptArgs {
 	return x
 }
 
-// LiveHolds implements HoldCounter: the fleet's live holds.
-func (r *Redis) LiveHolds(ctx context.Context) (int64, error) {
-	if r.down.Load() {
-		return 0, ErrUnavailable
-	}
-	cctx, cancel := r.cmdCtx(ctx)
-	defer cancel()
-	return r.c.ZCard(cctx, holdsKey).Result()
-}
-
 // Penalize implements Store: in process always (so the fallback honours
 // it too), and in Redis for the fleet. The end is sent as a duration and
 // placed on Redis TIME.
@@ -589,14 +674,17 @@ func (r *Redis) Penalize(ctx context.Context, now time.Time, group string, until
 // Peek implements Store; without Redis it reads the fallback's buckets,
 // which are the ones deciding then.
 func (r *Redis) Peek(ctx context.Context, now time.Time, ds []limit.Debit) ([]limit.Snapshot, error) {
-	keys := make([]string, 0, 2*len(ds))
-	args := make([]any, 0, 1+3*len(ds))
-	args = append(args, len(ds))
-	for _, d := range ds {
-		keys = append(keys, rateKey(d), penaltyKey(d.Group))
-		args = append(args, i64(d.Rate.Limit), i64(windowArg(d.Rate)), flag(d.Group != ""))
+	var v any
+	var err error
+	if r.cluster {
+		v, err = r.peekSlots(ctx, ds)
+	} else if r.down.Load() {
+		err = ErrUnavailable
+	} else {
+		cctx, cancel := r.cmdCtx(ctx)
+		v, err = r.p.do(cctx, r.peekCall(ds))
+		cancel()
 	}
-	v, err := r.run(ctx, scriptPeek, keys, args...)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, err

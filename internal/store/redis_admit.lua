@@ -3,15 +3,18 @@
 -- its level), the rolling-day count, the live-hold capacity, the spend
 -- reservation. A refusal writes nothing but reclaimed holds.
 --
--- KEYS: 1 live holds zset (id by expiry), 2 daily hash, 3 daily minutes
---       zset, 4 window key prefix (the window start is appended here: it
---       comes from Redis TIME); then per debit its bucket and penalty keys.
+-- KEYS: 1 the ledger's live holds zset (id by expiry), 2 daily hash, 3
+--       daily minutes zset, 4 window key prefix (the window start is
+--       appended here: it comes from Redis TIME); then per debit its bucket
+--       and penalty keys. All share one hash tag; in a cluster, the buckets
+--       of other owners go in calls of their own, without the ledger.
 -- ARGV: 1 id, 2 debits, 3 daily limit (-1 none), 4 count (0/1: one more
 --       request of the day), 5 estimated tokens, 6 window secs, 7
 --       budgeted (0/1), 8 budget, 9 hold, 10 hold remaining (0/1), 11 max
 --       live holds, 12 retention secs, 13 rolling-day minutes, 14 reclaim
---       batch; then per debit: limit (-1 unlimited), window us, cost,
---       grouped.
+--       batch, 15 ledger (0: KEYS 1-4 are placeholders, and only the
+--       buckets are decided); then per debit: limit (-1 unlimited), window
+--       us, cost, grouped.
 -- Reply: {refused, index, wait_us, now_us, minute, window_start, held,
 --         spent, recorded, day_requests (after this one), oldest_minute,
 --         {limit, remaining, reset_us, wait_us, penalized}, {{limit,
@@ -27,13 +30,34 @@ local function reply(code, index, wait, held, spent, recorded, reqs, oldest, ref
   return {code, index, wait, now, minute, ws, held, spent, recorded, reqs, oldest, refusal, snaps}
 end
 
-local gone = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', sec, 'LIMIT', 0, tonumber(ARGV[14]))
-if #gone > 0 then redis.call('ZREM', KEYS[1], unpack(gone)) end
+local ledger = ARGV[15] == '1'
+if ledger then
+  local gone = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', sec, 'LIMIT', 0, tonumber(ARGV[14]))
+  if #gone > 0 then redis.call('ZREM', KEYS[1], unpack(gone)) end
+end
+
+-- debit applies checked debits and returns their snapshots.
+local function debit(ds)
+  local snaps = {}
+  for i, d in ipairs(ds) do
+    if d.limit > 0 and d.sliding then
+      slideAdd(d.bucket, ARGV[1], d.cost, d.window, now)
+      snaps[i] = slideSnap(d.used + d.cost, d.oldest or now, d.limit, d.window, now)
+    elseif d.limit > 0 then
+      local left = d.tokens - d.cost
+      save(d.bucket, left, d.limit, d.window, now)
+      snaps[i] = snap(left, d.limit, d.window)
+    else
+      snaps[i] = {-1, 0, 0}
+    end
+  end
+  return snaps
+end
 
 -- Rate buckets: every one is checked before any is debited.
 local debits, penalties = {}, {}
 for i = 1, n do
-  local a = 14 + (i - 1) * 4
+  local a = 15 + (i - 1) * 4
   local d = {limit = tonumber(ARGV[a + 1]), window = tonumber(ARGV[a + 2]), cost = tonumber(ARGV[a + 3]),
              bucket = KEYS[4 + (i - 1) * 2 + 1], penalty = KEYS[4 + (i - 1) * 2 + 2]}
   debits[i] = d
@@ -81,6 +105,10 @@ for i = 1, n do
   end
 end
 
+if not ledger then
+  return reply(0, 0, 0, 0, 0, 0, 0, 0, {}, debit(debits))
+end
+
 -- The rolling day.
 local reqs, toks, oldest, curR, curK = daily(KEYS[2], KEYS[3], minute - dayMinutes, minute)
 local dailyLimit = tonumber(ARGV[3])
@@ -114,19 +142,7 @@ if budgeted then
 end
 
 -- Every check passed: apply everything.
-local snaps = {}
-for i, d in ipairs(debits) do
-  if d.limit > 0 and d.sliding then
-    slideAdd(d.bucket, ARGV[1], d.cost, d.window, now)
-    snaps[i] = slideSnap(d.used + d.cost, d.oldest or now, d.limit, d.window, now)
-  elseif d.limit > 0 then
-    local left = d.tokens - d.cost
-    save(d.bucket, left, d.limit, d.window, now)
-    snaps[i] = snap(left, d.limit, d.window)
-  else
-    snaps[i] = {-1, 0, 0}
-  end
-end
+local snaps = debit(debits)
 if budgeted then
   -- The live hold is the zset entry alone: its settlement removes it
   -- (and applies only if it did), so it needs no record of amounts.

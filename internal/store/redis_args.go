@@ -94,8 +94,8 @@ func (n *names[K]) get(k K, build func(K) string) string {
 
 // keyNames are a store's caches of key names.
 type keyNames struct {
-	bucket, sliding, penalty, daily, dailyMinutes names[string]
-	window                                        names[windowKey] // start 0: the prefix
+	bucket, sliding, penalty, daily, dailyMinutes, holds, guard names[string]
+	window                                                      names[windowKey] // start 0: the prefix
 }
 
 func (k *keyNames) bucketKey(n string) string { return k.bucket.get(n, bucketKey) }
@@ -109,6 +109,8 @@ func (k *keyNames) rateKey(d limit.Debit) string {
 }
 func (k *keyNames) penaltyKey(n string) string { return k.penalty.get(n, penaltyKey) }
 func (k *keyNames) dailyKey(t string) string   { return k.daily.get(t, dailyKey) }
+func (k *keyNames) holdsKey(t string) string   { return k.holds.get(t, holdsKey) }
+func (k *keyNames) guardKey(t string) string   { return k.guard.get(t, guardKey) }
 func (k *keyNames) dailyMinutesKey(t string) string {
 	return k.dailyMinutes.get(t, dailyMinutesKey)
 }

@@ -156,3 +156,29 @@ local function slideRefund(key, delta)
     delta = delta - take
   end
 end
+
+-- adjust corrects n rate buckets by deltas (a settlement's actual usage
+-- against its estimate, or an admission taken back): bucket i is
+-- KEYS[ko + i], its limit, window us (negative: sliding) and delta are
+-- ARGV[ao + 3i - 2 ..]. id names what a sliding window counts from now.
+local function adjust(ko, ao, n, id, now)
+  for i = 1, n do
+    local a = ao + (i - 1) * 3
+    local key = KEYS[ko + i]
+    local limit, window, delta = tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3])
+    if limit > 0 and delta ~= 0 and window < 0 then
+      -- A sliding window: usage above the estimate counts from now; below
+      -- it, the excess is taken back from the newest admissions.
+      if delta > 0 then
+        slideUsed(key, -window, now, true)
+        slideAdd(key, 's' .. id, math.min(delta, limit), -window, now)
+      else
+        slideRefund(key, -delta)
+      end
+    elseif limit > 0 and delta ~= 0 then
+      local tokens = level(key, limit, window, now)
+      tokens = math.max(-limit, math.min(limit, tokens - delta))
+      save(key, tokens, limit, window, now)
+    end
+  end
+end

@@ -41,7 +41,7 @@ func (h redisHealth) Fetch(ctx context.Context, names []string) (map[string]heal
 	for i, n := range names {
 		keys[i] = healthKey(n)
 	}
-	v, err := h.r.run(ctx, scriptHealthFetch, keys)
+	v, err := h.fetch(ctx, keys)
 	if err != nil {
 		return nil, err
 	}
@@ -71,6 +71,44 @@ func (h redisHealth) Fetch(ctx context.Context, names []string) (map[string]heal
 		}
 		out[name] = health.Record{Open: o, Close: c, OpenAge: us(now - o), CloseAge: us(now - c),
 			PauseLeft: max(us(p-now), 0), Reason: reason}
+	}
+	return out, nil
+}
+
+// fetch runs redis_health_fetch.lua over keys: in one call, or in a
+// cluster one per provider (each in its own slot), sent together, their
+// replies joined as one.
+func (h redisHealth) fetch(ctx context.Context, keys []string) (any, error) {
+	if !h.r.cluster || len(keys) < 2 {
+		return h.r.run(ctx, scriptHealthFetch, keys)
+	}
+	if h.r.down.Load() {
+		return nil, ErrUnavailable
+	}
+	calls := make([]*call, len(keys))
+	for i, k := range keys {
+		calls[i] = &call{script: scriptHealthFetch, cmd: []any{"evalsha", &scriptHealthFetch.sha, 1, k}}
+	}
+	cctx, cancel := h.r.cmdCtx(ctx)
+	defer cancel()
+	h.r.p.doAll(cctx, calls)
+	out := make([]any, 1, len(keys)+1)
+	for _, c := range calls {
+		if c.err != nil {
+			return nil, c.err
+		}
+		xs, ok := c.v.([]any)
+		if !ok || len(xs) != 2 {
+			return nil, errors.New("health fetch reply: malformed")
+		}
+		// The servers' clocks differ by little; the earliest keeps ages
+		// from reading short.
+		if n, ok := xs[0].(int64); ok {
+			if m, ok := out[0].(int64); !ok || n < m {
+				out[0] = n
+			}
+		}
+		out = append(out, xs[1])
 	}
 	return out, nil
 }

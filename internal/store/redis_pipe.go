@@ -95,6 +95,41 @@ func (p *pipe) enqueue(c *call) bool {
 	return true
 }
 
+// doAll runs calls, queued together so that they go in one pipeline (a
+// cluster client sends each server its share at once), and waits for
+// every reply, as do does for one.
+func (p *pipe) doAll(ctx context.Context, cs []*call) {
+	p.mu.Lock()
+	closed := p.closed
+	for _, c := range cs {
+		c.done = make(chan struct{})
+		if closed {
+			c.err = errClosed
+			close(c.done)
+		} else {
+			p.queue = append(p.queue, c)
+		}
+	}
+	p.mu.Unlock()
+	if !closed {
+		select {
+		case p.wake <- struct{}{}:
+		default:
+		}
+	}
+	for _, c := range cs {
+		select {
+		case <-c.done:
+		case <-ctx.Done():
+			if c.state.CompareAndSwap(callQueued, callDropped) {
+				c.err = ctx.Err()
+				continue
+			}
+			<-c.done
+		}
+	}
+}
+
 // do runs one script and waits for its reply. A caller that leaves (ctx)
 // while its call is still queued drops it: it is never sent, so nothing
 // ran. Once sent, the call is waited for: its pipeline is bounded by the

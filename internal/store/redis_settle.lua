@@ -71,22 +71,5 @@ if (td ~= 0 or rq ~= 0) and minute > current - dayMinutes then
   redis.call('EXPIREAT', KEYS[4], I(dayEnd))
 end
 
-for i = 1, tonumber(ARGV[12]) do
-  local a = 13 + (i - 1) * 3
-  local limit, window, delta = tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3])
-  if limit > 0 and delta ~= 0 and window < 0 then
-    -- A sliding window: usage above the estimate counts from now; below
-    -- it, the excess is taken back from the newest admissions.
-    if delta > 0 then
-      slideUsed(KEYS[5 + i], -window, now, true)
-      slideAdd(KEYS[5 + i], 's' .. id, math.min(delta, limit), -window, now)
-    else
-      slideRefund(KEYS[5 + i], -delta)
-    end
-  elseif limit > 0 and delta ~= 0 then
-    local tokens = level(KEYS[5 + i], limit, window, now)
-    tokens = math.max(-limit, math.min(limit, tokens - delta))
-    save(KEYS[5 + i], tokens, limit, window, now)
-  end
-end
+adjust(5, 13, tonumber(ARGV[12]), id, now)
 return 1

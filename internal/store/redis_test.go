@@ -103,7 +103,7 @@ func TestRedisAdmitSettleUsage(t *testing.T) {
 	// Settled money needs no record: the live hold is gone, nothing else
 	// of the attempt is kept.
 	raw := rawClient(t, srv)
-	if n := raw.ZCard(ctx, holdsKey).Val(); n != 0 {
+	if n := raw.ZCard(ctx, holdsKey("acme")).Val(); n != 0 {
 		t.Fatalf("%d live holds after the settlement", n)
 	}
 	if keys := raw.Keys(ctx, KeyPrefix+"a:*").Val(); len(keys) != 0 {
@@ -393,7 +393,7 @@ func TestRedisLeftCallsAreDroppedUnsent(t *testing.T) {
 	for range 200 {
 		a := adm(time.Now(), "t", func(a *Admission) { a.Budgeted, a.Budget, a.Hold = true, 1<<40, 1 })
 		d, err := s.Admit(gone, a)
-		exists := raw.ZScore(ctx, holdsKey, a.ID).Err() == nil
+		exists := raw.ZScore(ctx, holdsKey("t"), a.ID).Err() == nil
 		switch {
 		case err == nil && d.Refused == Admitted:
 			decided++

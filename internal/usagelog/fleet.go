@@ -50,7 +50,7 @@ const (
 
 // Fleet publishes this replica's rows and drains everyone else's.
 type Fleet struct {
-	c       *redis.Client
+	c       redis.UniversalClient
 	db      *DB
 	log     *slog.Logger
 	origin  string
@@ -75,7 +75,7 @@ type FleetOptions struct {
 
 // NewFleet joins db to the fleet's stream on c and starts draining it;
 // Close stops the drain.
-func NewFleet(ctx context.Context, c *redis.Client, db *DB, o FleetOptions) (*Fleet, error) {
+func NewFleet(ctx context.Context, c redis.UniversalClient, db *DB, o FleetOptions) (*Fleet, error) {
 	if o.StreamMax <= 0 {
 		o.StreamMax = DefaultStreamMax
 	}

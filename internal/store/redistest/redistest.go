@@ -31,6 +31,10 @@ type Server struct {
 	t   testing.TB
 	bin string
 	dir string
+	// extra are further server arguments (cluster mode); confFirst a
+	// config file given before every argument (sentinel mode).
+	extra     []string
+	confFirst string
 
 	mu  sync.Mutex
 	cmd *exec.Cmd
@@ -88,8 +92,15 @@ func freePort() (int, error) {
 // start launches the process on s.Port and waits until it answers PING.
 func (s *Server) start() error {
 	logPath := filepath.Join(s.dir, "redis.log")
-	cmd := exec.Command(s.bin, "--port", strconv.Itoa(s.Port), "--bind", "127.0.0.1",
-		"--save", "", "--appendonly", "no", "--dir", s.dir, "--logfile", logPath, "--daemonize", "no")
+	args := []string{"--port", strconv.Itoa(s.Port), "--bind", "127.0.0.1",
+		"--save", "", "--appendonly", "no", "--dir", s.dir, "--logfile", logPath, "--daemonize", "no"}
+	args = append(args, s.extra...)
+	if s.confFirst != "" {
+		// A sentinel rewrites its config file and keeps no data: only
+		// the port and the log apply.
+		args = append([]string{s.confFirst, "--port", strconv.Itoa(s.Port), "--logfile", logPath}, s.extra...)
+	}
+	cmd := exec.Command(s.bin, args...)
 	if err := cmd.Start(); err != nil {
 		return err
 	}
@@ -140,6 +151,13 @@ func ping(addr string) bool {
 	}
 	line, err := bufio.NewReader(c).ReadString('\n')
 	return err == nil && strings.HasPrefix(line, "+PONG")
+}
+
+// running reports whether the server was started and not killed.
+func (s *Server) running() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cmd != nil
 }
 
 // Kill stops the server at once (SIGKILL, as a crash would) and waits
