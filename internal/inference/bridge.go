@@ -1,6 +1,7 @@
 package inference
 
 import (
+	"bytes"
 	"errors"
 	"io"
 	"net/http"
@@ -208,9 +209,15 @@ func (s *Plane) relayNative(w http.ResponseWriter, r *http.Request, res *proxy.R
 // the output bound it writes the protocol's stop for length. nil at a
 // clean end.
 func (s *Plane) pumpNative(sink eventSink, res *proxy.Result, st *track.Stream) error {
+	// Gemini has no terminal event: a stream whose candidates never gave a
+	// finishReason was cut, however cleanly it closed.
+	finished := false
 	see := func(ev *sse.Event, now time.Time) (stop bool, err error) {
 		if len(ev.Data) == 0 {
 			return false, nil
+		}
+		if !finished && bytes.Contains(ev.Data, finishReasonKey) {
+			finished = anyString(ev.Data, "candidates.#.finishReason")
 		}
 		if st != nil {
 			st.See(ev, now)
@@ -235,6 +242,9 @@ func (s *Plane) pumpNative(sink eventSink, res *proxy.Result, st *track.Stream) 
 	for {
 		ev, err := res.Events.Next()
 		if err == io.EOF {
+			if !finished {
+				return errEndedEarly
+			}
 			return nil
 		}
 		if err != nil {
@@ -249,6 +259,7 @@ func (s *Plane) pumpNative(sink eventSink, res *proxy.Result, st *track.Stream) 
 // feedStream relays a chat stream through the client's translator cs; nil
 // at a clean end.
 func (s *Plane) feedStream(sink eventSink, res *proxy.Result, cs translate.ClientStream, st *track.Stream) error {
+	ended := false // a finish reason or [DONE] arrived
 	write := func(evs []translate.Event) bool {
 		for _, ev := range evs {
 			if sink.Event(ev.Name, ev.Data) != nil {
@@ -267,8 +278,15 @@ func (s *Plane) feedStream(sink eventSink, res *proxy.Result, cs translate.Clien
 				return true, nil
 			}
 		}
-		if ev.Done() || len(ev.Data) == 0 {
+		if ev.Done() {
+			ended = true
 			return false, nil
+		}
+		if len(ev.Data) == 0 {
+			return false, nil
+		}
+		if !ended && bytes.Contains(ev.Data, finishReasonChat) {
+			ended = anyString(ev.Data, "choices.#.finish_reason")
 		}
 		evs, err := cs.Chunk(ev.Data)
 		if err != nil {
@@ -288,6 +306,11 @@ func (s *Plane) feedStream(sink eventSink, res *proxy.Result, cs translate.Clien
 	for {
 		ev, err := res.Events.Next()
 		if err == io.EOF {
+			if !ended {
+				// No finish reason and no [DONE]: the provider cut the
+				// answer; the translator must not invent its end.
+				return errEndedEarly
+			}
 			if !write(cs.Finish()) {
 				return errClientGone
 			}
@@ -339,4 +362,20 @@ func (s *Plane) setDropped(w http.ResponseWriter, r *http.Request, dropped []str
 		w.Header().Set(DroppedHeader, h)
 		s.Log.DebugContext(r.Context(), "translation dropped hints", "dropped", h)
 	}
+}
+
+var (
+	finishReasonKey  = []byte(`"finishReason"`)
+	finishReasonChat = []byte(`"finish_reason"`)
+)
+
+// anyString reports whether path (over a chunk's choices or candidates)
+// names a non-empty string: a choice's finish reason, not null.
+func anyString(data []byte, path string) bool {
+	for _, r := range gjson.GetBytes(data, path).Array() {
+		if r.Type == gjson.String && r.Str != "" {
+			return true
+		}
+	}
+	return false
 }

@@ -3,6 +3,7 @@ package inference
 import (
 	"bytes"
 	"context"
+	"errors"
 	"io"
 	"net/http"
 
@@ -89,6 +90,12 @@ func (s *Plane) relay(w http.ResponseWriter, r *http.Request, res *proxy.Result,
 	front.EndFailedStream(sw, front.OpenAI, ep, streamFailed(r.Context()))
 }
 
+// errEndedEarly is an upstream stream that closed before its end (no
+// terminal event, no finish reason): the answer was cut, so the client is
+// told so in its protocol and nothing takes it for a complete answer
+// (the cache, a settlement's final usage).
+var errEndedEarly = errors.New("the provider closed the stream before its end")
+
 // streamTail watches relayed events and may add events at the end.
 type streamTail interface {
 	// See notes ev and reports whether to relay it now.
@@ -140,6 +147,9 @@ func (s *Plane) pump(sw *sse.Writer, res *proxy.Result, tail streamTail, st *tra
 			if tail != nil {
 				tail.Finish(sw)
 				return nil
+			}
+			if err == io.EOF && st != nil && !st.Ended() {
+				return errEndedEarly
 			}
 			if err == io.EOF {
 				return nil

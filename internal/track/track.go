@@ -202,6 +202,23 @@ func (s *Stream) seeChat(data []byte, now time.Time) {
 	}
 }
 
+// Ended reports whether the answer reached its end: the protocol's
+// terminal event, or (chat, completions, Gemini) every choice or
+// candidate seen finished, or (Messages) the message's stop reason
+// arrived. A stream that closes before that was cut, however cleanly the
+// connection closed.
+func (s *Stream) Ended() bool {
+	switch {
+	case s.Clean:
+		return true
+	case s.proto == Messages:
+		return len(s.Finish) > 0
+	case s.proto == Responses:
+		return false
+	}
+	return s.contentEnded()
+}
+
 // contentEnded reports whether every chat choice seen has finished (and
 // at least one was seen).
 func (s *Stream) contentEnded() bool {
