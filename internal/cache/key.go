@@ -177,6 +177,10 @@ type Request struct {
 	Tenant string
 	// Stream: the client asked for a stream.
 	Stream bool
+	// Framing names a stream's framing when the protocol has more than
+	// one (Gemini: "sse" with ?alt=sse, "" for its JSON array): the stored
+	// bytes are the framing's, so each has its own entry.
+	Framing string
 	// Body is the client's JSON body (already validated by the handler).
 	Body []byte
 	// Header holds the request's headers: Cache-Control is read, and the
@@ -202,6 +206,9 @@ func (r *Request) key(global bool, skip string) string {
 	c.tag('m', r.Model)
 	if r.Stream {
 		c.tag('S', "")
+	}
+	if r.Framing != "" {
+		c.tag('f', r.Framing)
 	}
 	for _, k := range KeyHeaders {
 		for _, v := range r.Header[k] {

@@ -40,6 +40,8 @@ func cacheProtocol(ep provider.Endpoint) string {
 		return cache.ProtoEmbeddings
 	case provider.Messages:
 		return cache.ProtoMessages
+	case provider.GenerateContent:
+		return cache.ProtoGemini
 	}
 	return cache.ProtoChat
 }
@@ -58,6 +60,9 @@ func (s *Plane) cached(r *http.Request, proto front.Protocol, cproto string, in 
 	return func(w http.ResponseWriter) {
 		req := &cache.Request{Protocol: cproto, Model: in.rt.Model.Name, Tenant: in.id.Label(), Stream: in.stream,
 			Body: in.body, Header: r.Header}
+		if cproto == cache.ProtoGemini && in.stream {
+			req.Framing = r.URL.Query().Get("alt") // "sse", or "" for the JSON array
+		}
 		l := c.Lookup(r.Context(), p, req, s.embedder(r, in))
 		if l.Result == cache.Hit {
 			s.replayHit(w, r, proto, in, c, l)

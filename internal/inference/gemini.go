@@ -91,7 +91,8 @@ func (s *Plane) GeminiModel(w http.ResponseWriter, r *http.Request, snap *snapsh
 	}
 	// Gemini requests run here in queue mode too: a queued job keeps its
 	// path but not ?alt=sse, which decides the stream's framing.
-	s.idempotent(w, r, front.Gemini, in, func(w http.ResponseWriter) { s.serveBridged(w, r, in, b) })
+	s.idempotent(w, r, front.Gemini, in, s.cached(r, front.Gemini, cacheProtocol(provider.GenerateContent), in,
+		func(w http.ResponseWriter) { s.serveBridged(w, r, in, b) }))
 }
 
 // arraySink frames a stream as streamGenerateContent's JSON array (no
