@@ -201,6 +201,14 @@ func (s *Plane) prepareFor(w http.ResponseWriter, r *http.Request, snap *snapsho
 		if aerr != nil && aerr.Param == "model" && aerr.Code == "invalid_request" && !bytesHasKey(body, "model") {
 			aerr = nil // the URL names it
 		}
+		if aerr == nil {
+			// inspectBody checks a body that names its model; this one's
+			// model is in the URL.
+			if p := reqcheck.Check(string(ep), gjson.ParseBytes(body)); p != nil {
+				aerr = front.Invalid(p.Message)
+				aerr.Param = p.Param
+			}
+		}
 	}
 	if aerr != nil {
 		front.WriteError(w, proto, aerr)

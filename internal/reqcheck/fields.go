@@ -16,7 +16,7 @@ var topLevel = append(spend.RequestFields(), "bestOf", "candidate_count")
 // Specs of the two inbound protocols: the top level, and the objects
 // under it the gateway reads by name (never free-form ones such as a
 // tool's JSON schema or OpenAI's metadata map).
-var openAI, anthropic = func() (*jsoncheck.Fields, *jsoncheck.Fields) {
+var openAI, anthropic, gemini = func() (*jsoncheck.Fields, *jsoncheck.Fields, *jsoncheck.Fields) {
 	thinkingConfig := jsoncheck.NewFields("thinkingBudget", "thinking_budget")
 	genConfig := jsoncheck.NewFields("maxOutputTokens", "max_output_tokens", "candidateCount", "candidate_count").
 		Nest("thinkingConfig", thinkingConfig).Nest("thinking_config", thinkingConfig)
@@ -46,5 +46,13 @@ var openAI, anthropic = func() (*jsoncheck.Fields, *jsoncheck.Fields) {
 		Nest("tools", jsoncheck.NewFields("type", "name", "description", "input_schema", "cache_control")).
 		Nest("tool_choice", jsoncheck.NewFields("type", "name", "disable_parallel_tool_use")).
 		Nest("metadata", jsoncheck.NewFields("user_id"))
-	return oa, an
+
+	// Gemini's generateContent body (the model is in the URL): what the
+	// estimates, the gate and the translation read. Its JSON also takes
+	// snake_case spellings, which are other names, not case variants.
+	gpart := jsoncheck.NewFields("text", "thought", "functionCall", "functionResponse", "inlineData")
+	content := jsoncheck.NewFields("role").Nest("parts", gpart)
+	ge := common().Nest("contents", content).Nest("systemInstruction", content).Nest("system_instruction", content).
+		Nest("tools", jsoncheck.NewFields("functionDeclarations", "function_declarations"))
+	return oa, an, ge
 }()

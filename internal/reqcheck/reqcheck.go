@@ -28,6 +28,7 @@ const (
 	Responses   = "responses"
 	Embeddings  = "embeddings"
 	Messages    = "messages" // Anthropic Messages
+	Gemini      = "generateContent"
 )
 
 // Check checks body (a JSON object, parsed) sent to endpoint. A field
@@ -35,8 +36,11 @@ const (
 // to refuse (an OpenAI chat request without messages is its 400).
 func Check(endpoint string, body gjson.Result) *Problem {
 	spec := openAI
-	if endpoint == Messages {
+	switch endpoint {
+	case Messages:
 		spec = anthropic
+	case Gemini:
+		spec = gemini
 	}
 	if path, want, found := jsoncheck.CaseVariant(body, spec); found {
 		return &Problem{Param: path, Message: fmt.Sprintf("%q differs only by case from %q, a field the gateway reads; "+
@@ -56,6 +60,7 @@ var wants = map[string]map[string]string{
 	Completions: {"prompt": "a string or an array"},
 	Responses:   {"input": "a string or an array of input items", "instructions": "a string"},
 	Embeddings:  {"input": "a string or an array"},
+	Gemini:      {"contents": "an array of contents"},
 }
 
 // checkField checks one top-level field (null is absent).
@@ -102,6 +107,10 @@ func checkField(endpoint, name string, v gjson.Result) *Problem {
 		return p
 	case name == "instructions":
 		if v.Type != gjson.String {
+			return bad(want)
+		}
+	case name == "contents":
+		if !v.IsArray() {
 			return bad(want)
 		}
 	default: // prompt, input
