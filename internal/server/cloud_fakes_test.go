@@ -111,6 +111,11 @@ func newAzure(t *testing.T, key string) *cloudFake {
 	f.start(t, func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		c := cloudCall{path: r.URL.Path, auth: r.Header.Get("api-key"), body: body}
+		if r.URL.Path == "/openai/responses" && r.Header.Get("api-key") == key {
+			// Azure's Responses API: the deployment is the body's model.
+			azureResponses(f, w, r, c, body)
+			return
+		}
 		switch {
 		case r.URL.Path != "/openai/deployments/gpt4o/chat/completions":
 			c.problem = "unknown path"
@@ -372,4 +377,40 @@ func usageChunks(events []string) []string {
 func jsonString(v any) string {
 	b, _ := json.Marshal(v)
 	return string(b)
+}
+
+// azureResponses answers Azure's Responses API for deployment gpt4o, as
+// one response object or its event stream.
+func azureResponses(f *cloudFake, w http.ResponseWriter, r *http.Request, c cloudCall, body []byte) {
+	switch {
+	case r.URL.Query().Get("api-version") != "2024-10-21":
+		c.problem = "api-version " + r.URL.Query().Get("api-version")
+	case gjson.GetBytes(body, "model").String() != "gpt4o":
+		c.problem = "responses model " + gjson.GetBytes(body, "model").String()
+	}
+	f.record(c)
+	if c.problem != "" {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusNotFound)
+		_, _ = w.Write([]byte(`{"error":{"code":"DeploymentNotFound","message":"The API deployment for this resource does not exist."}}`))
+		return
+	}
+	usage := fmt.Sprintf(`{"input_tokens":%d,"output_tokens":%d,"total_tokens":%d}`, azureUsage[0], azureUsage[1], azureUsage[0]+azureUsage[1])
+	msg := `{"type":"message","id":"msg_az1","status":"completed","role":"assistant","content":[{"type":"output_text","text":"hi from azure","annotations":[]}]}`
+	done := `{"id":"resp_az1","object":"response","created_at":1,"status":"completed","model":"gpt-4o-2024-08-06","output":[` + msg + `],"usage":` + usage + `}`
+	if !gjson.GetBytes(body, "stream").Bool() {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(done))
+		return
+	}
+	w.Header().Set("Content-Type", "text/event-stream")
+	for _, ev := range [][2]string{
+		{"response.created", `{"type":"response.created","sequence_number":0,"response":{"id":"resp_az1","object":"response","created_at":1,"status":"in_progress","model":"gpt-4o-2024-08-06","output":[]}}`},
+		{"response.output_item.added", `{"type":"response.output_item.added","sequence_number":1,"output_index":0,"item":{"type":"message","id":"msg_az1","status":"in_progress","role":"assistant","content":[]}}`},
+		{"response.output_text.delta", `{"type":"response.output_text.delta","sequence_number":2,"item_id":"msg_az1","output_index":0,"content_index":0,"delta":"hi from azure"}`},
+		{"response.output_item.done", `{"type":"response.output_item.done","sequence_number":3,"output_index":0,"item":` + msg + `}`},
+		{"response.completed", `{"type":"response.completed","sequence_number":4,"response":` + done + `}`},
+	} {
+		fmt.Fprintf(w, "event: %s\ndata: %s\n\n", ev[0], ev[1])
+	}
 }
