@@ -19,7 +19,11 @@ COPY cmd ./cmd
 COPY internal ./internal
 ARG VERSION=dev
 ARG REVISION=unknown
-RUN CGO_ENABLED=0 GOTOOLCHAIN=local go build -trimpath \
+# grpcnotrace: gRPC (under the OTLP exporters) would import x/net/trace
+# and with it html/template, whose reflective method calls keep every
+# exported method of every type in the binary (go-redis's alone is 3.5 MB):
+# 38 MB instead of 28.
+RUN CGO_ENABLED=0 GOTOOLCHAIN=local go build -trimpath -tags grpcnotrace \
       -ldflags "-s -w -X main.version=${VERSION} -X main.revision=${REVISION}" \
       -o /out/switchboard ./cmd/switchboard
 # The runtime image has no shell, so its user database is written here
