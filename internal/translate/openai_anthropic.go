@@ -39,10 +39,7 @@ type OpenAIAnthropic struct {
 	// Created stamps answers (unix seconds); set by NewOpenAIAnthropic.
 	Created int64
 
-	body         []byte
-	model        string
-	includeUsage bool
-	dropped      []string
+	chatOut
 }
 
 // NewOpenAIAnthropic translates an OpenAI chat request. A *FieldError
@@ -57,15 +54,8 @@ func NewOpenAIAnthropic(chatReq []byte) (*OpenAIAnthropic, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &OpenAIAnthropic{Created: time.Now().Unix(), model: in.Model, body: marshal(out), includeUsage: wantsUsage(in), dropped: d.list}, nil
+	return &OpenAIAnthropic{Created: time.Now().Unix(), chatOut: newChatOut(in, out, &d)}, nil
 }
-
-// Body is the Anthropic Messages request.
-func (t *OpenAIAnthropic) Body() []byte { return t.body }
-
-// Dropped lists the request's top-level hints the translation dropped
-// (seed, store, ...), for the X-Switchboard-Dropped header.
-func (t *OpenAIAnthropic) Dropped() []string { return t.dropped }
 
 func anthropicRequest(in *openai.ChatRequest, raw []byte) (*anthropic.Request, error) {
 	out := &anthropic.Request{Model: in.Model, Stream: in.Stream, TopP: in.TopP, TopK: in.TopK}

@@ -30,10 +30,7 @@ type OpenAIConverse struct {
 	Created int64
 	ID      string
 
-	body         []byte
-	model        string
-	includeUsage bool
-	dropped      []string
+	chatOut
 }
 
 // NewOpenAIConverse translates an OpenAI chat request whose "model" is
@@ -48,19 +45,8 @@ func NewOpenAIConverse(chatReq []byte) (*OpenAIConverse, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &OpenAIConverse{Created: time.Now().Unix(), ID: newID("chatcmpl-"), model: in.Model, body: marshal(out),
-		includeUsage: wantsUsage(in), dropped: d.list}, nil
+	return &OpenAIConverse{Created: time.Now().Unix(), ID: newID("chatcmpl-"), chatOut: newChatOut(in, out, &d)}, nil
 }
-
-// Dropped lists the request's top-level hints the translation dropped,
-// for the X-Switchboard-Dropped header.
-func (t *OpenAIConverse) Dropped() []string { return t.dropped }
-
-// Body is the Converse request.
-func (t *OpenAIConverse) Body() []byte { return t.body }
-
-// Model is the Bedrock model id, which Converse takes in the URL.
-func (t *OpenAIConverse) Model() string { return t.model }
 
 // bedrockAnthropic: a Bedrock model id (or inference profile) of Claude,
 // whose model-specific fields are Anthropic's.

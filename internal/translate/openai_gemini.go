@@ -64,10 +64,7 @@ type OpenAIGemini struct {
 	Created int64
 	ID      string
 
-	body         []byte
-	model        string
-	includeUsage bool
-	dropped      []string
+	chatOut
 }
 
 // NewOpenAIGemini translates an OpenAI chat request. A *FieldError
@@ -82,19 +79,8 @@ func NewOpenAIGemini(chatReq []byte) (*OpenAIGemini, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &OpenAIGemini{Created: time.Now().Unix(), ID: newID("chatcmpl-"), model: in.Model, body: marshal(out),
-		includeUsage: wantsUsage(in), dropped: d.list}, nil
+	return &OpenAIGemini{Created: time.Now().Unix(), ID: newID("chatcmpl-"), chatOut: newChatOut(in, out, &d)}, nil
 }
-
-// Body is the Gemini generateContent request.
-func (t *OpenAIGemini) Body() []byte { return t.body }
-
-// Dropped lists the request's top-level hints the translation dropped
-// (user, store, ...), for the X-Switchboard-Dropped header.
-func (t *OpenAIGemini) Dropped() []string { return t.dropped }
-
-// Model is the upstream model name, which Gemini takes in the URL.
-func (t *OpenAIGemini) Model() string { return t.model }
 
 func geminiRequest(in *openai.ChatRequest, raw []byte) (*gemini.Request, error) {
 	gc := &gemini.GenerationConfig{Temperature: in.Temperature, TopP: in.TopP, TopK: in.TopK, Seed: in.Seed,

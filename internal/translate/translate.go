@@ -422,3 +422,28 @@ const (
 )
 
 func ptr[T any](v T) *T { return &v }
+
+// chatOut is what a translation of an OpenAI chat request into another
+// protocol carries, the same for every target: the upstream request, the
+// model it is for, whether the client asked for a usage chunk, and the
+// hints it dropped.
+type chatOut struct {
+	body         []byte
+	model        string
+	includeUsage bool
+	dropped      []string
+}
+
+func newChatOut(in *openai.ChatRequest, out any, d *drops) chatOut {
+	return chatOut{body: marshal(out), model: in.Model, includeUsage: wantsUsage(in), dropped: d.list}
+}
+
+// Body is the upstream request, in the provider's protocol.
+func (t *chatOut) Body() []byte { return t.body }
+
+// Dropped lists the request's top-level hints the translation dropped
+// (seed, user, store, ...), for the X-Switchboard-Dropped header.
+func (t *chatOut) Dropped() []string { return t.dropped }
+
+// Model is the upstream model (Gemini and Converse take it in the URL).
+func (t *chatOut) Model() string { return t.model }
