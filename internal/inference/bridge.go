@@ -233,25 +233,35 @@ func (s *Plane) pumpNative(sink eventSink, res *proxy.Result, st *track.Stream) 
 		}
 		return false, nil
 	}
+	if eof, err := s.eachEvent(res, see); !eof {
+		return err
+	}
+	if !finished {
+		return errEndedEarly
+	}
+	return nil
+}
+
+// eachEvent hands see the held events, then the upstream's as they
+// arrive, until see stops (its error returned) or the upstream ends (eof
+// true at a clean end; a read error returned).
+func (s *Plane) eachEvent(res *proxy.Result, see func(ev *sse.Event, now time.Time) (stop bool, err error)) (eof bool, err error) {
 	for i := range res.Held {
 		if stop, err := see(&res.Held[i], res.FirstToken); stop {
-			return err
+			return false, err
 		}
 	}
 	res.Held = nil
 	for {
 		ev, err := res.Events.Next()
 		if err == io.EOF {
-			if !finished {
-				return errEndedEarly
-			}
-			return nil
+			return true, nil
 		}
 		if err != nil {
-			return err
+			return false, err
 		}
 		if stop, err := see(&ev, s.Clock.Now()); stop {
-			return err
+			return false, err
 		}
 	}
 }
@@ -297,32 +307,18 @@ func (s *Plane) feedStream(sink eventSink, res *proxy.Result, cs translate.Clien
 		}
 		return false, nil
 	}
-	for i := range res.Held {
-		if stop, err := see(&res.Held[i], res.FirstToken); stop {
-			return err
-		}
+	if eof, err := s.eachEvent(res, see); !eof {
+		return err
 	}
-	res.Held = nil
-	for {
-		ev, err := res.Events.Next()
-		if err == io.EOF {
-			if !ended {
-				// No finish reason and no [DONE]: the provider cut the
-				// answer; the translator must not invent its end.
-				return errEndedEarly
-			}
-			if !write(cs.Finish()) {
-				return errClientGone
-			}
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		if stop, err := see(&ev, s.Clock.Now()); stop {
-			return err
-		}
+	if !ended {
+		// No finish reason and no [DONE]: the provider cut the answer;
+		// the translator must not invent its end.
+		return errEndedEarly
 	}
+	if !write(cs.Finish()) {
+		return errClientGone
+	}
+	return nil
 }
 
 // endStream ends a relayed stream for its client: at a timeout or a
