@@ -28,3 +28,21 @@ func TestGeminiCaseVariantRefused(t *testing.T) {
 		t.Fatalf("a plain request: %d %s", a.Status, a.Body)
 	}
 }
+
+// A gateway key sent as ?key= (as Google's SDKs do) authenticates the
+// Gemini routes and never reaches the log: the access log names the path
+// only (README, "?key=").
+func TestGeminiQueryKeyNotLogged(t *testing.T) {
+	g, _ := cacheGateway(t, cacheYAML, nil, nil, nil)
+	a := g.post("/v1beta/models/m:generateContent?key=sk-acme", `{"contents":[{"role":"user","parts":[{"text":"hi"}]}]}`)
+	if a.Status != http.StatusOK {
+		t.Fatalf("?key=: %d %s", a.Status, a.Body)
+	}
+	if a := g.post("/v1beta/models/m:generateContent?key=sk-nobody", `{"contents":[]}`); a.Status != http.StatusUnauthorized {
+		t.Fatalf("a wrong ?key=: %d %s", a.Status, a.Body)
+	}
+	logs := g.logs.String()
+	if !strings.Contains(logs, "generateContent") || strings.Contains(logs, "sk-acme") || strings.Contains(logs, "sk-nobody") {
+		t.Fatalf("the log holds a key, or no request line:\n%s", logs)
+	}
+}
