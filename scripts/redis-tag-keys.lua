@@ -6,12 +6,16 @@
 --
 -- Spend windows, rolling-day counters, rate buckets, sliding windows,
 -- penalties and health records move to their tenant's or owner's tag; the
--- admin records, the queue and the idempotency namespaces move under
--- their namespace's tag; the usage stream keeps its name. The fleet-wide
--- live holds, settlement guard and attempt index of the old layout are
--- deleted: with the fleet stopped no attempt is in flight, and a hold
--- left by a crash holds no money of its own (its reservation stays in its
--- window either way). RENAME keeps each key's TTL; a key whose new name
+-- admin records and the queue move under their namespace's tag; the usage
+-- stream keeps its name. The fleet-wide live holds, settlement guard and
+-- attempt index of the old layout are deleted: with the fleet stopped no
+-- attempt is in flight, and a hold left by a crash holds no money of its
+-- own (its reservation stays in its window either way). Idempotency
+-- records, untagged or in the one-slot {idem:v1} namespace of the first
+-- tagged versions, are deleted too: they now live under their tenant's
+-- tag, but their names hash the tenant with the key, so no record can
+-- say whose it is. They are short-lived stored answers; a retry of a
+-- request answered before the move runs again. RENAME keeps each key's TTL; a key whose new name
 -- already exists is left alone and counted. Keys already tagged are not
 -- touched, so a second run changes nothing.
 --
@@ -27,7 +31,7 @@ end
 
 local function newName(k)
   local rest = string.sub(k, #P + 1)
-  for _, ns in ipairs({'q:v1:', 'idem:v1:'}) do
+  for _, ns in ipairs({'q:v1:'}) do
     if string.sub(rest, 1, #ns) == ns then
       return P .. '{' .. string.sub(ns, 1, -2) .. '}:' .. string.sub(rest, #ns + 1)
     end
@@ -57,7 +61,12 @@ end
 
 for _, k in ipairs(redis.call('KEYS', P .. '*')) do
   local rest = string.sub(k, #P + 1)
-  if string.find(k, '{', 1, true) or rest == 'usage:v1' then
+  local idem = string.sub(rest, 1, 10) == '{idem:v1}:' or
+    (string.sub(rest, 1, 8) == 'idem:v1:' and not string.find(rest, '{', 1, true))
+  if idem then
+    redis.call('DEL', k)
+    deleted = deleted + 1
+  elseif string.find(k, '{', 1, true) or rest == 'usage:v1' then
     -- tagged already, or a name that did not change
   elseif rest == 'holds' or rest == 'settled' or rest == 'attempts' or string.sub(rest, 1, 2) == 'a:' then
     redis.call('DEL', k)

@@ -62,12 +62,16 @@ func Decode(b []byte) (*Record, error) {
 	return &r, nil
 }
 
-// Limits bound a store.
+// Limits bound a store. MaxEntries and MaxTotal bound the whole store in
+// memory and SQLite (one process's), but each tenant's records on Redis:
+// a cluster keeps each tenant's accounting in its own slot, so no script
+// sees a fleet-wide total, and one tenant filling its share never stops
+// another's answers being stored.
 type Limits struct {
 	TTL        time.Duration // a stored answer's life
 	MaxEntries int
 	MaxBytes   int64 // one answer
-	MaxTotal   int64 // all answers
+	MaxTotal   int64 // all answers (each tenant's on Redis)
 }
 
 // LimitsOf are the bounds of a config's idempotency section.
@@ -82,6 +86,13 @@ func (l Limits) full(count, total, size int64) bool {
 	return count > int64(l.MaxEntries) || total+size > l.MaxTotal
 }
 
+// Key names one Idempotency-Key's record. Scope identifies it (the
+// caller hashes the tenant, endpoint and header into it); Tenant is the
+// tenant's ledger name ("" without auth). Memory and SQLite look records
+// up by Scope alone; Redis keeps each tenant's records and their
+// accounting under the tenant's hash tag, in its ledger's Cluster slot.
+type Key struct{ Tenant, Scope string }
+
 // Store is one backend.
 //
 // A claim is a lease: its owner holds the key for lease and must Renew it
@@ -92,16 +103,16 @@ func (l Limits) full(count, total, size int64) bool {
 type Store interface {
 	// Claim looks key up with the request body's hash; on Fresh the caller
 	// holds the key (with token) for lease.
-	Claim(ctx context.Context, key, hash string, lease time.Duration) (State, *Record, string, error)
+	Claim(ctx context.Context, key Key, hash string, lease time.Duration) (State, *Record, string, error)
 	// Renew extends a pending claim to lease from now; false when the
 	// claim is no longer the caller's (it lapsed and was taken, or was
 	// released).
-	Renew(ctx context.Context, key, token string, lease time.Duration) (bool, error)
+	Renew(ctx context.Context, key Key, token string, lease time.Duration) (bool, error)
 	// Finish stores rec under a claim; false when a bound refused it (the
 	// key is then released).
-	Finish(ctx context.Context, key, token string, rec *Record) (bool, error)
+	Finish(ctx context.Context, key Key, token string, rec *Record) (bool, error)
 	// Release gives a claim up without storing anything.
-	Release(ctx context.Context, key, token string) error
+	Release(ctx context.Context, key Key, token string) error
 }
 
 // ErrTooLarge: the answer is over MaxBytes.

@@ -17,6 +17,9 @@ import (
 
 var bg = context.Background()
 
+// sk is scope s of one tenant.
+func sk(s string) Key { return Key{Tenant: "acme", Scope: s} }
+
 // stores builds each backend with lim; advance moves the clock of those
 // that take one (Redis expires on its own TIME and is not moved).
 func stores(t *testing.T, lim Limits) map[string]struct {
@@ -54,39 +57,39 @@ func TestClaimFinishReplayConflict(t *testing.T) {
 	for name, b := range stores(t, lim) {
 		t.Run(name, func(t *testing.T) {
 			s := b.s
-			st, _, tok, err := s.Claim(bg, "k1", "h1", time.Minute)
+			st, _, tok, err := s.Claim(bg, sk("k1"), "h1", time.Minute)
 			if err != nil || st != Fresh || tok == "" {
 				t.Fatalf("first claim %v %q %v", st, tok, err)
 			}
-			if st, _, _, _ := s.Claim(bg, "k1", "h1", time.Minute); st != Pending {
+			if st, _, _, _ := s.Claim(bg, sk("k1"), "h1", time.Minute); st != Pending {
 				t.Fatalf("duplicate while running: %v", st)
 			}
-			if st, _, _, _ := s.Claim(bg, "k1", "h2", time.Minute); st != Conflict {
+			if st, _, _, _ := s.Claim(bg, sk("k1"), "h2", time.Minute); st != Conflict {
 				t.Fatalf("other body: %v", st)
 			}
 			rec := &Record{Status: 200, Header: http.Header{"Content-Type": {"application/json"}}, Body: []byte(`{"a":1}` + "\n")}
-			if ok, err := s.Finish(bg, "k1", "not-the-token", rec); ok || err != nil {
+			if ok, err := s.Finish(bg, sk("k1"), "not-the-token", rec); ok || err != nil {
 				t.Fatalf("finish with a foreign token: %v %v", ok, err)
 			}
-			if ok, err := s.Finish(bg, "k1", tok, rec); !ok || err != nil {
+			if ok, err := s.Finish(bg, sk("k1"), tok, rec); !ok || err != nil {
 				t.Fatalf("finish: %v %v", ok, err)
 			}
-			st, got, _, err := s.Claim(bg, "k1", "h1", time.Minute)
+			st, got, _, err := s.Claim(bg, sk("k1"), "h1", time.Minute)
 			if st != Replay || err != nil || got.Status != 200 || string(got.Body) != string(rec.Body) ||
 				got.Header.Get("Content-Type") != "application/json" {
 				t.Fatalf("replay %v %+v %v", st, got, err)
 			}
 			// Released keys run again; oversized answers are not kept.
-			_, _, tok2, _ := s.Claim(bg, "k2", "h", time.Minute)
-			s.Release(bg, "k2", tok2)
-			if st, _, tok3, _ := s.Claim(bg, "k2", "h", time.Minute); st != Fresh {
+			_, _, tok2, _ := s.Claim(bg, sk("k2"), "h", time.Minute)
+			s.Release(bg, sk("k2"), tok2)
+			if st, _, tok3, _ := s.Claim(bg, sk("k2"), "h", time.Minute); st != Fresh {
 				t.Fatalf("after release: %v", st)
-			} else if ok, err := s.Finish(bg, "k2", tok3, &Record{Status: 200, Body: make([]byte, 2<<10)}); ok || err == nil {
+			} else if ok, err := s.Finish(bg, sk("k2"), tok3, &Record{Status: 200, Body: make([]byte, 2<<10)}); ok || err == nil {
 				t.Fatalf("oversized answer stored: %v %v", ok, err)
 			}
 			if b.advance != nil {
 				b.advance(2 * time.Hour)
-				if st, _, _, _ := s.Claim(bg, "k1", "h1", time.Minute); st != Fresh {
+				if st, _, _, _ := s.Claim(bg, sk("k1"), "h1", time.Minute); st != Fresh {
 					t.Fatalf("after the ttl: %v", st)
 				}
 			}
@@ -102,8 +105,8 @@ func TestEntryBound(t *testing.T) {
 			stored := 0
 			for i := range 10 {
 				k := string(rune('a' + i))
-				_, _, tok, _ := b.s.Claim(bg, k, "h", time.Minute)
-				if ok, _ := b.s.Finish(bg, k, tok, &Record{Status: 200, Body: []byte("x")}); ok {
+				_, _, tok, _ := b.s.Claim(bg, sk(k), "h", time.Minute)
+				if ok, _ := b.s.Finish(bg, sk(k), tok, &Record{Status: 200, Body: []byte("x")}); ok {
 					stored++
 				}
 			}
@@ -125,7 +128,7 @@ func TestConcurrentClaimsOneWinner(t *testing.T) {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					if st, _, _, err := b.s.Claim(bg, "same", "h", time.Minute); err == nil && st == Fresh {
+					if st, _, _, err := b.s.Claim(bg, sk("same"), "h", time.Minute); err == nil && st == Fresh {
 						fresh.Add(1)
 					}
 				}()
@@ -148,11 +151,11 @@ func TestExpiredAnswersFreeRoom(t *testing.T) {
 		}
 		t.Run(name, func(t *testing.T) {
 			finish := func(k string) bool {
-				_, _, tok, err := b.s.Claim(bg, k, "h", time.Minute)
+				_, _, tok, err := b.s.Claim(bg, sk(k), "h", time.Minute)
 				if err != nil {
 					t.Fatal(err)
 				}
-				ok, _ := b.s.Finish(bg, k, tok, &Record{Status: 200, Body: []byte("x")})
+				ok, _ := b.s.Finish(bg, sk(k), tok, &Record{Status: 200, Body: []byte("x")})
 				return ok
 			}
 			if !finish("a") || finish("b") && finish("c") {
@@ -182,34 +185,34 @@ func TestClaimIsALease(t *testing.T) {
 					time.Sleep(d) // Redis expires on its own clock
 				}
 			}
-			_, _, tok, err := s.Claim(bg, "k", "h", lease)
+			_, _, tok, err := s.Claim(bg, sk("k"), "h", lease)
 			if err != nil || tok == "" {
 				t.Fatal(err)
 			}
 			for range 3 { // three renewals carry it past three leases
 				wait(lease / 2)
-				if ok, err := s.Renew(bg, "k", tok, lease); !ok || err != nil {
+				if ok, err := s.Renew(bg, sk("k"), tok, lease); !ok || err != nil {
 					t.Fatalf("renew: %v %v", ok, err)
 				}
-				if st, _, _, _ := s.Claim(bg, "k", "h", lease); st != Pending {
+				if st, _, _, _ := s.Claim(bg, sk("k"), "h", lease); st != Pending {
 					t.Fatalf("a renewed claim: %v", st)
 				}
 			}
 			wait(lease + 100*time.Millisecond) // the owner stopped renewing
-			st, _, tok2, err := s.Claim(bg, "k", "h", lease)
+			st, _, tok2, err := s.Claim(bg, sk("k"), "h", lease)
 			if st != Fresh || tok2 == tok || err != nil {
 				t.Fatalf("after the lease lapsed: %v %v", st, err)
 			}
-			if ok, _ := s.Renew(bg, "k", tok, lease); ok {
+			if ok, _ := s.Renew(bg, sk("k"), tok, lease); ok {
 				t.Fatal("the dead owner renewed the new claim")
 			}
-			if ok, _ := s.Finish(bg, "k", tok, &Record{Status: 200}); ok {
+			if ok, _ := s.Finish(bg, sk("k"), tok, &Record{Status: 200}); ok {
 				t.Fatal("the dead owner finished the new claim")
 			}
-			if ok, err := s.Finish(bg, "k", tok2, &Record{Status: 200}); !ok || err != nil {
+			if ok, err := s.Finish(bg, sk("k"), tok2, &Record{Status: 200}); !ok || err != nil {
 				t.Fatalf("the new owner's finish: %v %v", ok, err)
 			}
-			if ok, _ := s.Renew(bg, "k", tok2, lease); ok {
+			if ok, _ := s.Renew(bg, sk("k"), tok2, lease); ok {
 				t.Fatal("a finished answer was renewed as a claim")
 			}
 		})
@@ -226,9 +229,9 @@ func TestSQLiteDropsADeadProcessClaims(t *testing.T) {
 		t.Fatal(err)
 	}
 	s, _ := NewSQLite(store.SQLiteDB(st), lim, nil)
-	s.Claim(bg, "running", "h", time.Hour)
-	_, _, tok, _ := s.Claim(bg, "done", "h", time.Hour)
-	s.Finish(bg, "done", tok, &Record{Status: 200, Body: []byte("x")})
+	s.Claim(bg, sk("running"), "h", time.Hour)
+	_, _, tok, _ := s.Claim(bg, sk("done"), "h", time.Hour)
+	s.Finish(bg, sk("done"), tok, &Record{Status: 200, Body: []byte("x")})
 	st.Close()
 	st, err = store.OpenSQLite(path)
 	if err != nil {
@@ -239,10 +242,10 @@ func TestSQLiteDropsADeadProcessClaims(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, _, _, _ := s.Claim(bg, "running", "h", time.Hour); got != Fresh {
+	if got, _, _, _ := s.Claim(bg, sk("running"), "h", time.Hour); got != Fresh {
 		t.Fatalf("the dead process's claim: %v", got)
 	}
-	if got, rec, _, _ := s.Claim(bg, "done", "h", time.Hour); got != Replay || string(rec.Body) != "x" {
+	if got, rec, _, _ := s.Claim(bg, sk("done"), "h", time.Hour); got != Replay || string(rec.Body) != "x" {
 		t.Fatalf("a stored answer: %v", got)
 	}
 }

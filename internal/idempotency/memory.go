@@ -29,7 +29,8 @@ func NewMemory(lim Limits, now func() time.Time) *Memory {
 	return &Memory{lim: lim, now: now, m: map[string]*memEntry{}}
 }
 
-func (s *Memory) Claim(_ context.Context, key, hash string, lease time.Duration) (State, *Record, string, error) {
+func (s *Memory) Claim(_ context.Context, k Key, hash string, lease time.Duration) (State, *Record, string, error) {
+	key := k.Scope
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.now()
@@ -55,8 +56,8 @@ func (s *Memory) remove(key string, e *memEntry) {
 	delete(s.m, key)
 }
 
-func (s *Memory) Finish(_ context.Context, key, token string, rec *Record) (bool, error) {
-	b := rec.Encode()
+func (s *Memory) Finish(_ context.Context, k Key, token string, rec *Record) (bool, error) {
+	key, b := k.Scope, rec.Encode()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	e := s.m[key]
@@ -94,7 +95,8 @@ func (s *Memory) sweep(now time.Time) {
 	}
 }
 
-func (s *Memory) Renew(_ context.Context, key, token string, lease time.Duration) (bool, error) {
+func (s *Memory) Renew(_ context.Context, k Key, token string, lease time.Duration) (bool, error) {
+	key := k.Scope
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.now()
@@ -106,11 +108,11 @@ func (s *Memory) Renew(_ context.Context, key, token string, lease time.Duration
 	return true, nil
 }
 
-func (s *Memory) Release(_ context.Context, key, token string) error {
+func (s *Memory) Release(_ context.Context, k Key, token string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if e := s.m[key]; e != nil && e.token == token {
-		s.remove(key, e)
+	if e := s.m[k.Scope]; e != nil && e.token == token {
+		s.remove(k.Scope, e)
 	}
 	return nil
 }

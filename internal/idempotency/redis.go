@@ -9,31 +9,40 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"switchboard/internal/store"
 )
 
 // Redis shares answers across the fleet (queue.mode: redis). Entries
-// expire on their own (per-key PEXPIRE); an index sorted by expiry and a
-// size table let any replica recover the count and byte totals after the
-// values are gone, in fixed-size batches.
+// expire on their own (per-key PEXPIRE); each tenant's index sorted by
+// expiry and size table let any replica recover the tenant's count and
+// byte totals after the values are gone, in fixed-size batches.
 type Redis struct {
-	c      redis.UniversalClient
-	lim    Limits
-	prefix string
+	c   redis.UniversalClient
+	lim Limits
 }
 
-// RedisPrefix is the versioned namespace of idempotency records. Its hash
-// tag keeps them in one Redis Cluster slot: a claim or a finish updates
-// the entry, the fleet-wide index and the byte total together.
-const RedisPrefix = "switchboard:{idem:v1}:"
+// RedisPrefix is the versioned namespace of idempotency records. A
+// tenant's records follow it under the tenant's hash tag, the one its
+// ledger and buckets carry (store.TenantTag), then ':': a claim or a
+// finish updates the entry, the tenant's index and its byte total
+// together in one Redis Cluster slot, tenants spread over the masters,
+// and all of a tenant's data lives (and fails over) together. A tenant
+// name containing '}' ends the tag early, the same way in each of its
+// keys, so they still share a slot.
+const RedisPrefix = "switchboard:idem:v1:"
 
 // NewRedis uses c.
 func NewRedis(c redis.UniversalClient, lim Limits) *Redis {
-	return &Redis{c: c, lim: lim, prefix: RedisPrefix}
+	return &Redis{c: c, lim: lim}
 }
 
-// keys is what every script declares: a key of the namespace, which
-// routes it (in a cluster) to the namespace's slot.
-func (s *Redis) keys() []string { return []string{s.prefix + "acct"} }
+// prefix starts every key of tenant's records.
+func prefix(tenant string) string { return RedisPrefix + store.TenantTag(tenant) + ":" }
+
+// keys is what every script declares: a key of the tenant's records,
+// which routes it (in a cluster) to the tenant's slot.
+func keys(p string) []string { return []string{p + "acct"} }
 
 const luaIdemCommon = `
 local P = ARGV[1]
@@ -121,14 +130,16 @@ return 'ok'
 `)
 )
 
-// rkey hashes the scope so that no tenant name or key sits in Redis.
-func rkey(key string) string {
-	h := sha256.Sum256([]byte(key))
+// rkey hashes the scope so that no Idempotency-Key or endpoint sits in
+// Redis (the tenant's name does, in its tag, as in its ledger's keys).
+func rkey(scope string) string {
+	h := sha256.Sum256([]byte(scope))
 	return hex.EncodeToString(h[:])
 }
 
-func (s *Redis) Claim(ctx context.Context, key, hash string, lease time.Duration) (State, *Record, string, error) {
-	res, err := scriptIdemClaim.Run(ctx, s.c, s.keys(), s.prefix, rkey(key), hash, lease.Milliseconds(), newToken()).StringSlice()
+func (s *Redis) Claim(ctx context.Context, key Key, hash string, lease time.Duration) (State, *Record, string, error) {
+	p := prefix(key.Tenant)
+	res, err := scriptIdemClaim.Run(ctx, s.c, keys(p), p, rkey(key.Scope), hash, lease.Milliseconds(), newToken()).StringSlice()
 	if err != nil {
 		return 0, nil, "", err
 	}
@@ -146,21 +157,25 @@ func (s *Redis) Claim(ctx context.Context, key, hash string, lease time.Duration
 	return 0, nil, "", fmt.Errorf("idempotency: unexpected reply %v", res)
 }
 
-func (s *Redis) Finish(ctx context.Context, key, token string, rec *Record) (bool, error) {
+// Finish stores rec within the tenant's bounds (MaxEntries, MaxTotal).
+func (s *Redis) Finish(ctx context.Context, key Key, token string, rec *Record) (bool, error) {
 	b := rec.Encode()
 	if int64(len(b)) > s.lim.MaxBytes {
 		return false, errors.Join(ErrTooLarge, s.Release(ctx, key, token))
 	}
-	res, err := scriptIdemFinish.Run(ctx, s.c, s.keys(), s.prefix, rkey(key), token, b, s.lim.TTL.Milliseconds(),
+	p := prefix(key.Tenant)
+	res, err := scriptIdemFinish.Run(ctx, s.c, keys(p), p, rkey(key.Scope), token, b, s.lim.TTL.Milliseconds(),
 		s.lim.MaxEntries, s.lim.MaxTotal).Text()
 	return res == "ok", err
 }
 
-func (s *Redis) Renew(ctx context.Context, key, token string, lease time.Duration) (bool, error) {
-	res, err := scriptIdemRenew.Run(ctx, s.c, s.keys(), s.prefix, rkey(key), token, lease.Milliseconds()).Text()
+func (s *Redis) Renew(ctx context.Context, key Key, token string, lease time.Duration) (bool, error) {
+	p := prefix(key.Tenant)
+	res, err := scriptIdemRenew.Run(ctx, s.c, keys(p), p, rkey(key.Scope), token, lease.Milliseconds()).Text()
 	return res == "ok", err
 }
 
-func (s *Redis) Release(ctx context.Context, key, token string) error {
-	return scriptIdemRelease.Run(ctx, s.c, s.keys(), s.prefix, rkey(key), token).Err()
+func (s *Redis) Release(ctx context.Context, key Key, token string) error {
+	p := prefix(key.Tenant)
+	return scriptIdemRelease.Run(ctx, s.c, keys(p), p, rkey(key.Scope), token).Err()
 }

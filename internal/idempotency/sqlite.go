@@ -53,7 +53,8 @@ func NewSQLite(db *sql.DB, lim Limits, now func() time.Time) (*SQLite, error) {
 	return s, nil
 }
 
-func (s *SQLite) Claim(ctx context.Context, key, hash string, lease time.Duration) (State, *Record, string, error) {
+func (s *SQLite) Claim(ctx context.Context, k Key, hash string, lease time.Duration) (State, *Record, string, error) {
+	key := k.Scope
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.now().UnixMilli()
@@ -90,10 +91,10 @@ func (s *SQLite) Claim(ctx context.Context, key, hash string, lease time.Duratio
 	return Fresh, nil, tok, nil
 }
 
-func (s *SQLite) Finish(ctx context.Context, key, token string, rec *Record) (bool, error) {
-	b := rec.Encode()
+func (s *SQLite) Finish(ctx context.Context, k Key, token string, rec *Record) (bool, error) {
+	key, b := k.Scope, rec.Encode()
 	if int64(len(b)) > s.lim.MaxBytes {
-		return false, errors.Join(ErrTooLarge, s.Release(ctx, key, token))
+		return false, errors.Join(ErrTooLarge, s.Release(ctx, k, token))
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -134,10 +135,10 @@ func (s *SQLite) reclaim(ctx context.Context, now int64) {
 	}
 }
 
-func (s *SQLite) Renew(ctx context.Context, key, token string, lease time.Duration) (bool, error) {
+func (s *SQLite) Renew(ctx context.Context, k Key, token string, lease time.Duration) (bool, error) {
 	now := s.now().UnixMilli()
 	res, err := s.db.ExecContext(ctx, `UPDATE idempotency SET expires_ms = ? WHERE k = ? AND token = ? AND rec IS NULL AND expires_ms > ?`,
-		now+lease.Milliseconds(), key, token, now)
+		now+lease.Milliseconds(), k.Scope, token, now)
 	if err != nil {
 		return false, err
 	}
@@ -145,10 +146,10 @@ func (s *SQLite) Renew(ctx context.Context, key, token string, lease time.Durati
 	return n == 1, nil
 }
 
-func (s *SQLite) Release(ctx context.Context, key, token string) error {
+func (s *SQLite) Release(ctx context.Context, k Key, token string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.release(ctx, key, token)
+	return s.release(ctx, k.Scope, token)
 }
 
 func (s *SQLite) release(ctx context.Context, key, token string) error {

@@ -47,12 +47,14 @@ func (s *Plane) idempotent(w http.ResponseWriter, r *http.Request, proto front.P
 		front.WriteError(w, proto, e)
 		return
 	}
-	tenant := ""
+	label, ledger := "", ""
 	if in.id != nil {
-		tenant = in.id.Label()
+		label, ledger = in.id.Label(), in.id.Tenant
 	}
-	scope := sha256.Sum256([]byte(tenant + "\x00" + r.URL.Path + "\x00" + key))
-	skey := hex.EncodeToString(scope[:])
+	scope := sha256.Sum256([]byte(label + "\x00" + r.URL.Path + "\x00" + key))
+	// The tenant's ledger name places the record with the tenant's other
+	// shared state (on Redis, in its Cluster slot).
+	skey := idempotency.Key{Tenant: ledger, Scope: hex.EncodeToString(scope[:])}
 	bh := sha256.Sum256(in.body)
 	hash := hex.EncodeToString(bh[:])
 	deadline := s.Clock.Now().Add(in.snap.Config.Timeouts.Request.D())
@@ -107,7 +109,7 @@ func (s *Plane) idempotent(w http.ResponseWriter, r *http.Request, proto front.P
 // while serve runs. A complete answer is stored even when its client hung
 // up the moment it had it: the answer exists, and the client's retry
 // must find it.
-func (s *Plane) runRecorded(w http.ResponseWriter, r *http.Request, skey, tok string, limit int64, lease time.Duration, serve func(http.ResponseWriter)) {
+func (s *Plane) runRecorded(w http.ResponseWriter, r *http.Request, skey idempotency.Key, tok string, limit int64, lease time.Duration, serve func(http.ResponseWriter)) {
 	rw := &recorder{ResponseWriter: w, body: front.AnswerBuffer{Limit: limit}}
 	stop := s.renewClaim(r, skey, tok, lease)
 	serve(rw)
@@ -134,7 +136,7 @@ func (s *Plane) runRecorded(w http.ResponseWriter, r *http.Request, skey, tok st
 // The ticks are real time, not s.Clock: the lease runs out on the
 // store's clock (Redis's own, or the process's), which no fake clock
 // moves.
-func (s *Plane) renewClaim(r *http.Request, skey, tok string, lease time.Duration) (stop func()) {
+func (s *Plane) renewClaim(r *http.Request, skey idempotency.Key, tok string, lease time.Duration) (stop func()) {
 	done, finished := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(finished)

@@ -298,7 +298,12 @@ func windowArg(r limit.Rate) int64 {
 // ledgerOwner is the tag owner of a tenant's (or a key's own) ledger.
 func ledgerOwner(t string) string { return "t:" + t }
 
-func ledgerKey(kind, t string) string { return KeyPrefix + kind + ":{" + ledgerOwner(t) + "}" }
+// TenantTag is the hash tag, braces included, of tenant t's ledger and
+// buckets. Other stores name a tenant's records with it (idempotency) so
+// that all of a tenant's data shares its slot.
+func TenantTag(t string) string { return "{" + ledgerOwner(t) + "}" }
+
+func ledgerKey(kind, t string) string { return KeyPrefix + kind + ":" + TenantTag(t) }
 
 func penaltyKey(g string) string      { return KeyPrefix + "pen:{" + g + "}" }
 func dailyKey(t string) string        { return ledgerKey("d", t) }

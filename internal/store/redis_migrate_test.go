@@ -14,8 +14,9 @@ import (
 
 // scripts/redis-tag-keys.lua moves a Redis written without hash tags to
 // the tagged names: spend windows, daily counters and buckets read the
-// same after it, the admin and queue namespaces move, a second run
-// changes nothing.
+// same after it, the admin and queue namespaces move, idempotency records
+// of the old layouts (which do not name their tenant) are deleted and the
+// tenant-tagged ones kept, a second run changes nothing.
 func TestRedisTagKeysMigration(t *testing.T) {
 	src, err := os.ReadFile("../../scripts/redis-tag-keys.lua")
 	if err != nil {
@@ -84,11 +85,17 @@ func TestRedisTagKeysMigration(t *testing.T) {
 	}
 	raw.Set(ctx, "switchboard:admin:version", "7", 0)
 	raw.Set(ctx, "switchboard:q:v1:format", "1", 0)
+	// Idempotency: untagged, in the one-slot namespace of the first tagged
+	// versions, and under a tenant's tag (the current layout).
 	raw.HSet(ctx, "switchboard:idem:v1:acct", "bytes", "12")
+	raw.HSet(ctx, "switchboard:{idem:v1}:acct", "bytes", "12")
+	raw.HSet(ctx, "switchboard:{idem:v1}:e:00ff", "st", "done")
+	current := "switchboard:idem:v1:" + TenantTag("a:b") + ":acct"
+	raw.HSet(ctx, current, "bytes", "7")
 	if u := usage(); u.Reserved != 0 || u.Requests != 0 {
 		t.Fatalf("the old names are not read: %+v", u)
 	}
-	for run, want := range []string{"[11 1 0 0]", "[0 0 0 0]"} {
+	for run, want := range []string{"[10 4 0 0]", "[0 0 0 0]"} {
 		got, err := raw.Eval(ctx, string(src), nil).Result()
 		if err != nil {
 			t.Fatal(err)
@@ -103,9 +110,12 @@ func TestRedisTagKeysMigration(t *testing.T) {
 	if p := peek(); len(p) != 3 || p[0] != wantP[0] || p[1] != wantP[1] || p[2] != wantP[2] {
 		t.Fatalf("buckets after: %+v, before %+v", p, wantP)
 	}
-	if raw.Get(ctx, "switchboard:{admin}:version").Val() != "7" || raw.Get(ctx, "switchboard:{q:v1}:format").Val() != "1" ||
-		raw.HGet(ctx, "switchboard:{idem:v1}:acct", "bytes").Val() != "12" {
+	if raw.Get(ctx, "switchboard:{admin}:version").Val() != "7" || raw.Get(ctx, "switchboard:{q:v1}:format").Val() != "1" {
 		t.Fatal("the namespaces did not move")
+	}
+	if n := raw.Exists(ctx, "switchboard:idem:v1:acct", "switchboard:{idem:v1}:acct", "switchboard:{idem:v1}:e:00ff").Val(); n != 0 ||
+		raw.HGet(ctx, current, "bytes").Val() != "7" {
+		t.Fatalf("idempotency: %d old records left, or the tenant-tagged one touched", n)
 	}
 	// The moved attempt settles against its moved window.
 	if err := s.Settle(ctx, &Settlement{Now: now, ID: "x", Tenant: "a:b", Minute: first.Minute, WindowSecs: 3600,
