@@ -56,13 +56,16 @@ func (q *Queue) Redis() bool { return q.Mode == QueueRedis }
 type Idempotency struct {
 	// TTL keeps a stored answer. Default 24 h, range 1 s..7 d.
 	TTL Duration `yaml:"ttl"`
-	// MaxEntries bounds stored answers. Default 100000, range 1..10,000,000.
+	// MaxEntries bounds stored answers: the process's in memory or
+	// SQLite, each tenant's on Redis (a tenant's records share its
+	// Cluster slot, which keeps their accounting). Default 100000, range
+	// 1..10,000,000.
 	MaxEntries int `yaml:"max_entries"`
 	// MaxBytes bounds one stored answer; a larger one is not stored (a
 	// repeat runs again). Default 1 MiB, range 1 KiB..64 MiB.
 	MaxBytes int64 `yaml:"max_bytes"`
-	// MaxTotalBytes bounds all stored answers. Default 256 MiB, range
-	// 1 MiB..64 GiB.
+	// MaxTotalBytes bounds all stored answers, as MaxEntries does (each
+	// tenant's on Redis). Default 256 MiB, range 1 MiB..64 GiB.
 	MaxTotalBytes int64 `yaml:"max_total_bytes"`
 	// Lease is how long the first request with a key holds its claim
 	// without renewing it; a running request renews it every third of
