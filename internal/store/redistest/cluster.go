@@ -250,29 +250,3 @@ func (c *Cluster) Stop() {
 		n.Kill()
 	}
 }
-
-// StartSentinel runs a Redis Sentinel (redis-server --sentinel) watching
-// primary under the name master, and returns its address; it stops at
-// cleanup.
-func StartSentinel(t testing.TB, primary *Server, master string) string {
-	t.Helper()
-	dir := t.TempDir()
-	port, err := freePort()
-	if err != nil {
-		unavailable(t, "no free port: %v", err)
-	}
-	conf := filepath.Join(dir, "sentinel.conf")
-	body := fmt.Sprintf("port %d\nbind 127.0.0.1\nsentinel monitor %s 127.0.0.1 %d 1\n"+
-		"sentinel down-after-milliseconds %s 1000\n", port, master, primary.Port, master)
-	if err := os.WriteFile(conf, []byte(body), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	s := &Server{t: t, bin: primary.bin, dir: dir, Port: port, Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port))}
-	s.confFirst = conf
-	s.extra = []string{"--sentinel"}
-	t.Cleanup(s.Kill)
-	if err := s.start(); err != nil {
-		unavailable(t, "redis-server --sentinel did not start: %v", err)
-	}
-	return s.Addr
-}
