@@ -22,6 +22,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	_ "modernc.org/sqlite"
 
+	"switchboard/internal/store"
 	"switchboard/internal/store/redistest"
 )
 
@@ -245,7 +246,16 @@ func TestSIGKILLDuringBurstLosesNoDebit(t *testing.T) {
 	rig := newCrashRig(t, "store:\n  backend: sqlite\n  path: "+db+"\n")
 	nAnswered, nSent := rig.burst(t, startGateway(t, rig.cfg))
 
-	// The file as the killed process left it.
+	// The file as the killed process left it: its tables plus the
+	// journal of what changed since the last checkpoint, which opening
+	// the store replays into them.
+	st, err := store.OpenSQLite(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
 	conn, err := sql.Open("sqlite", "file:"+db)
 	if err != nil {
 		t.Fatal(err)

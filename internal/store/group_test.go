@@ -160,7 +160,7 @@ func TestSQLiteWaitsForTheLockHolder(t *testing.T) {
 	if !released {
 		t.Fatal("the held file was opened without announcing a wait")
 	}
-	if n := second.(*local).led.(*sqlLedger).count; n != 1 {
+	if n, _ := second.(HoldCounter).LiveHolds(ctx); n != 1 {
 		t.Fatalf("%d live holds, want the holder's 1", n)
 	}
 }

@@ -47,7 +47,11 @@ type ledgerTx interface {
 	// addUsage adds to a minute, creating it unless it is older than floor.
 	addUsage(tenant string, minute, requests, tokens, floor int64) error
 	addSpend(tenant string, secs, start, reserved, settled int64) error
-	commit() error
+	// commit makes the writes durable. With lazy (the transaction holds
+	// only settlements nobody waits for) a ledger may delay the write a
+	// little and share it with a later commit; the writes are visible at
+	// once either way.
+	commit(lazy bool) error
 	rollback()
 }
 
@@ -89,6 +93,8 @@ type op struct {
 	then func(error)
 	// lead: the caller was handed the committer's lead (see committer).
 	lead bool
+	// flush: nothing to decide; the ledger writes what it delayed.
+	flush bool
 }
 
 func (o *op) now() time.Time {
@@ -97,8 +103,10 @@ func (o *op) now() time.Time {
 		return o.a.Now
 	case o.st != nil:
 		return o.st.Now
+	case o.q != nil:
+		return o.q.Now
 	}
-	return o.q.Now
+	return time.Time{}
 }
 
 // Admit implements Store. Rate debits, the daily count and the spend hold
@@ -186,6 +194,7 @@ func (s *local) applyTx(ops []*op) (err error) {
 	}()
 	var now time.Time
 	admissions := 0
+	lazy := true
 	for _, o := range ops {
 		if t := o.now(); t.After(now) {
 			now = t
@@ -193,6 +202,7 @@ func (s *local) applyTx(ops []*op) (err error) {
 		if o.a != nil {
 			admissions++
 		}
+		lazy = lazy && o.st != nil && o.then != nil
 	}
 	if admissions > 0 {
 		if err := tx.reclaim(now.Unix(), reclaimBatch*admissions); err != nil {
@@ -205,14 +215,14 @@ func (s *local) applyTx(ops []*op) (err error) {
 			err = s.admitTx(tx, o)
 		case o.st != nil:
 			o.stale, err = settleTx(tx, o.st)
-		default:
+		case o.q != nil:
 			o.rep, err = usageTx(tx, *o.q)
 		}
 		if err != nil {
 			return err
 		}
 	}
-	if err := tx.commit(); err != nil {
+	if err := tx.commit(lazy); err != nil {
 		return err
 	}
 	for _, o := range ops {

@@ -43,8 +43,8 @@ func (m *memLedger) close() error                            { return nil }
 
 // The memory ledger applies writes at once: a local store only writes
 // after every check passed, and these writes cannot fail.
-func (m *memLedger) commit() error { return nil }
-func (m *memLedger) rollback()     {}
+func (m *memLedger) commit(bool) error { return nil }
+func (m *memLedger) rollback()         {}
 
 func (m *memLedger) reclaim(now int64, n int) error {
 	for i := 0; i < n && len(m.expiry) > 0 && m.expiry[0].r.Expires <= now; i++ {
@@ -189,6 +189,8 @@ func (g *guardRing) seen(id string, now int64, add bool) bool {
 type expiryItem struct {
 	r *record
 	i int
+	// stored: the hold is in the SQLite ledger's holds table.
+	stored bool
 }
 
 type expiryHeap []*expiryItem

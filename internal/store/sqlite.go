@@ -1,15 +1,16 @@
 package store
 
 import (
+	"container/heap"
 	"context"
 	"database/sql"
 	"errors"
 	"fmt"
-	"math"
 	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"modernc.org/sqlite" // pure-Go driver "sqlite": no cgo in CI
@@ -29,11 +30,14 @@ CREATE TABLE IF NOT EXISTS holds (
 	expires_s    INTEGER NOT NULL
 );
 CREATE INDEX IF NOT EXISTS holds_expiry ON holds(expires_s);
-CREATE TABLE IF NOT EXISTS settled_ids (
-	id        TEXT PRIMARY KEY,
-	expires_s INTEGER NOT NULL
+-- The journal (journal.go): what each transaction changed since the last
+-- checkpoint, replayed into the tables above at open.
+CREATE TABLE IF NOT EXISTS journal (
+	seq INTEGER PRIMARY KEY,
+	ops BLOB NOT NULL
 );
-CREATE INDEX IF NOT EXISTS settled_ids_expiry ON settled_ids(expires_s);
+-- Schema 2 kept the duplicate-settlement guard here; it lives in memory now.
+DROP TABLE IF EXISTS settled_ids;
 CREATE TABLE IF NOT EXISTS usage_minutes (
 	tenant   TEXT NOT NULL,
 	minute   INTEGER NOT NULL,
@@ -51,7 +55,8 @@ CREATE TABLE IF NOT EXISTS spend_windows (
 	PRIMARY KEY (tenant, window_secs, window_start)
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS meta (k TEXT PRIMARY KEY, v TEXT NOT NULL);
-INSERT OR IGNORE INTO meta (k, v) VALUES ('schema', '2');
+INSERT OR IGNORE INTO meta (k, v) VALUES ('schema', '3');
+UPDATE meta SET v = '3' WHERE k = 'schema' AND v = '2';
 `
 
 // migrateAttempts moves a schema-1 file's ledger to schema 2. Schema 1
@@ -67,19 +72,10 @@ DROP TABLE attempts;
 UPDATE meta SET v = '2' WHERE k = 'schema';
 `
 
-// The ledger's statements, prepared once at open (parsing SQL dominated
-// an admission). Counters are written as absolute values: the ledger
-// keeps them in memory (see sqlLedger) and writes each changed one once
-// per transaction.
+// The ledger's statements, prepared once at open. Counters are written
+// as absolute values (the ledger keeps them in memory); holds are
+// inserted or replaced, so that replaying a journal twice changes nothing.
 const (
-	qReclaim   = `DELETE FROM holds WHERE id IN (SELECT id FROM holds WHERE expires_s <= ? LIMIT ?)`
-	qMinExpiry = `SELECT MIN(expires_s) FROM holds`
-	// The guard forgets expired ids, and the oldest past MaxGuard.
-	qGuardExpire  = `DELETE FROM settled_ids WHERE id IN (SELECT id FROM settled_ids WHERE expires_s <= ? LIMIT ?)`
-	qGuardTrim    = `DELETE FROM settled_ids WHERE id IN (SELECT id FROM settled_ids ORDER BY expires_s LIMIT ?)`
-	qGuardSeen    = `SELECT 1 FROM settled_ids WHERE id = ? AND expires_s > ?`
-	qGuardAdd     = `INSERT OR IGNORE INTO settled_ids (id, expires_s) VALUES (?, ?)`
-	qGuardRenew   = `UPDATE settled_ids SET expires_s = ? WHERE id = ?`
 	qPruneMinutes = `DELETE FROM usage_minutes WHERE (tenant, minute) IN
 		(SELECT tenant, minute FROM usage_minutes WHERE minute <= ? LIMIT ?)`
 	qPruneWindows = `DELETE FROM spend_windows WHERE (tenant, window_secs, window_start) IN
@@ -87,20 +83,21 @@ const (
 	qMinutes = `SELECT minute, requests, tokens FROM usage_minutes WHERE tenant = ? AND minute > ?`
 	qWindow  = `SELECT reserved_nano, settled_nano FROM spend_windows
 		WHERE tenant = ? AND window_secs = ? AND window_start = ?`
-	qInsert = `INSERT INTO holds (id, tenant, window_secs, window_start, held_nano, created_ms, expires_s)
+	qInsert = `INSERT OR REPLACE INTO holds (id, tenant, window_secs, window_start, held_nano, created_ms, expires_s)
 		VALUES (?, ?, ?, ?, ?, ?, ?)`
 	qHoldEnd  = `DELETE FROM holds WHERE id = ?`
-	qHoldSeen = `SELECT 1 FROM holds WHERE id = ?`
 	qPutUsage = `INSERT INTO usage_minutes (tenant, minute, requests, tokens) VALUES (?, ?, ?, ?)
 		ON CONFLICT (tenant, minute) DO UPDATE SET requests = excluded.requests, tokens = excluded.tokens`
 	qPutSpend = `INSERT INTO spend_windows (tenant, window_secs, window_start, reserved_nano, settled_nano)
 		VALUES (?, ?, ?, ?, ?)
 		ON CONFLICT (tenant, window_secs, window_start) DO UPDATE SET
 		reserved_nano = excluded.reserved_nano, settled_nano = excluded.settled_nano`
+	qJournal      = `INSERT INTO journal (ops) VALUES (?)`
+	qJournalClear = `DELETE FROM journal`
 )
 
-var statements = []string{qReclaim, qMinExpiry, qGuardExpire, qGuardTrim, qGuardSeen, qGuardAdd, qGuardRenew, qPruneMinutes,
-	qPruneWindows, qMinutes, qWindow, qInsert, qHoldEnd, qHoldSeen, qPutUsage, qPutSpend}
+var statements = []string{qPruneMinutes, qPruneWindows, qMinutes, qWindow, qInsert, qHoldEnd, qPutUsage, qPutSpend,
+	qJournal, qJournalClear}
 
 // DSN is the connection string of a SQLite file: exclusive locking (the
 // process owns the file: it takes the lock once and keeps it, so WAL needs
@@ -159,15 +156,10 @@ func openSQLite(path string, wait time.Duration, waiting func()) (Store, error) 
 		db.Close()
 		return nil, fmt.Errorf("store: %w", err)
 	}
-	l := &sqlLedger{db: db, stmts: map[string]*sql.Stmt{}}
-	l.forget()
-	if err := db.QueryRowContext(ctx, `SELECT COUNT(*) FROM holds`).Scan(&l.count); err != nil {
+	l := newSQLLedger(db)
+	if err := l.recover(ctx); err != nil {
 		db.Close()
-		return nil, fmt.Errorf("store: %w", err)
-	}
-	if err := db.QueryRowContext(ctx, `SELECT COUNT(*) FROM settled_ids`).Scan(&l.guarded); err != nil {
-		db.Close()
-		return nil, fmt.Errorf("store: %w", err)
+		return nil, fmt.Errorf("store: %s: %w", path, err)
 	}
 	// Prepared before any transaction: the one connection is then free.
 	for _, q := range statements {
@@ -180,6 +172,12 @@ func openSQLite(path string, wait time.Duration, waiting func()) (Store, error) 
 	}
 	s := newLocal(l)
 	s.group = newCommitter(s)
+	// Runs on a timer's goroutine; the flush itself is applied by the
+	// committer under the store's lock.
+	l.flush = func() {
+		l.flushing.Store(false)
+		s.group.enqueue(&op{flush: true, then: func(error) {}})
+	}
 	return s, nil
 }
 
@@ -234,41 +232,89 @@ func isBusy(err error) bool {
 	return code == sqlite3.SQLITE_BUSY || code == sqlite3.SQLITE_LOCKED
 }
 
-// sqlLedger is the SQLite ledger. The process owns the file, so the
-// counters it decides on (each tenant's minutes, each spend window) are
-// read from the file once and then kept in memory, written through: a
-// transaction changes the cached values and, at commit, writes each
-// changed counter once (one row per tenant-minute and window, however many
-// admissions the transaction holds). A rollback forgets the cache, which
-// is read again from the file.
+// sqlLedger is the SQLite ledger. The process owns the file, so it decides
+// in memory: each tenant's minutes and spend windows are read from the
+// file once and kept (cache), the live holds are all kept (holds and
+// their expiry heap), and the duplicate-settlement guard lives only in
+// memory (after a restart nothing settles an attempt of the process
+// before). A transaction's changes go to the journal (journal.go) in one
+// row at commit; a checkpoint writes them to the tables (see checkpoint).
 type sqlLedger struct {
-	db    *sql.DB
-	count int // live holds; kept in step with commits
-	// guarded is the guard's rows (settled_ids), kept in step with
-	// commits: it is trimmed to MaxGuard.
-	guarded int
+	db *sql.DB
 	// stmts are prepared once: parsing SQL dominated an admission.
 	stmts map[string]*sql.Stmt
-	// sweeps counts reclaims; counters are pruned on every 64th.
-	sweeps int
 
 	cache  counters
 	loaded map[string]bool // tenants whose minutes are in cache
-	// minExpiry: no record expires before it (0: unknown), so that reclaim
-	// runs a query only when something may have expired.
-	minExpiry int64
-	dirtyMin  map[minuteKey]struct{}
-	dirtyWin  map[windowKey]struct{}
+	holds  map[string]*expiryItem
+	expiry expiryHeap
+	ids    *guardRing
+
+	// Since the last checkpoint: the counters changed, the holds added
+	// and not yet in the holds table (stored), and the stored holds ended.
+	dirtyMin map[minuteKey]struct{}
+	dirtyWin map[windowKey]struct{}
+	newHolds map[string]*expiryItem
+	gone     map[string]struct{}
+	// rows and bytes are the journal since the last checkpoint; last is
+	// when it ran.
+	rows, bytes int
+	last        time.Time
+	checkpoints int
+	// now is the latest admission's time (Unix s), for pruning.
+	now int64
+	// undo is the running transaction's changes to memory, taken back in
+	// reverse if it does not commit (reused: transactions never overlap).
+	undo []undoEntry
+	// buf is the running transaction's journal row; pending is what lazy
+	// commits left unwritten (see commit), flush queues its write (set by
+	// the store), and flushing says one is on its way.
+	buf, pending []byte
+	flush        func()
+	flushing     atomic.Bool
 }
+
+// A checkpoint runs after a commit once the journal holds this many
+// rows or bytes, or is this old: it bounds the journal a restart
+// replays, and the cost (a transaction over the changed rows) is shared
+// by every commit before it.
+const (
+	checkpointRows  = 2048
+	checkpointBytes = 1 << 20
+	checkpointAge   = time.Second
+	// lazyDelay bounds how long a lazy commit's row waits for a later
+	// commit to carry it (see commit).
+	lazyDelay = 50 * time.Millisecond
+)
 
 type minuteKey struct {
 	tenant string
 	minute int64
 }
 
-// forget drops the cache (after a rollback, and at open).
+// undoEntry is one change to memory of the running transaction.
+type undoEntry struct {
+	kind   byte // jUsage, jSpend, jHold (added), jEnd (ended); 0: guard id added
+	tenant string
+	minute int64
+	wk     windowKey
+	old    [2]int64
+	had    bool
+	item   *expiryItem
+	id     string
+	until  int64
+}
+
+func newSQLLedger(db *sql.DB) *sqlLedger {
+	l := &sqlLedger{db: db, stmts: map[string]*sql.Stmt{}, holds: map[string]*expiryItem{}, ids: newGuardRing(MaxGuard),
+		newHolds: map[string]*expiryItem{}, gone: map[string]struct{}{}, last: time.Now()}
+	l.forget()
+	return l
+}
+
+// forget drops the cached counters (at open).
 func (l *sqlLedger) forget() {
-	l.cache, l.loaded, l.minExpiry = newCounters(), map[string]bool{}, 0
+	l.cache, l.loaded = newCounters(), map[string]bool{}
 	l.dirtyMin, l.dirtyWin = map[minuteKey]struct{}{}, map[windowKey]struct{}{}
 }
 
@@ -280,156 +326,308 @@ func (l *sqlLedger) stmt(q string) (*sql.Stmt, error) {
 	return nil, fmt.Errorf("store: statement not prepared: %.40s", q)
 }
 
-// begin starts a transaction; the SQL one begins at its first statement,
-// so a read served from the cache touches no file.
+// recover replays the journal a previous process left into the tables
+// and empties it, in one transaction, then loads the live holds.
+func (l *sqlLedger) recover(ctx context.Context) error {
+	tx, err := l.db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = tx.Rollback() }()
+	rows, err := tx.QueryContext(ctx, `SELECT seq, ops FROM journal ORDER BY seq`)
+	if err != nil {
+		return err
+	}
+	var rowsSeen [][]byte
+	var seqs []int64
+	for rows.Next() {
+		var seq int64
+		var b []byte
+		if err := rows.Scan(&seq, &b); err != nil {
+			rows.Close()
+			return err
+		}
+		seqs, rowsSeen = append(seqs, seq), append(rowsSeen, b)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	for i, b := range rowsSeen {
+		r := reader{b: b}
+		var e entry
+		for r.next(&e) {
+			var err error
+			switch e.kind {
+			case jUsage:
+				_, err = tx.ExecContext(ctx, qPutUsage, e.tenant, e.a, e.b, e.c)
+			case jSpend:
+				_, err = tx.ExecContext(ctx, qPutSpend, e.tenant, e.a, e.b, e.c, e.d)
+			case jHold:
+				_, err = tx.ExecContext(ctx, qInsert, e.id, e.tenant, e.a, e.b, e.c, e.d, e.f2)
+			case jEnd:
+				_, err = tx.ExecContext(ctx, qHoldEnd, e.id)
+			}
+			if err != nil {
+				return err
+			}
+		}
+		if r.err != nil {
+			// The journal is money: a damaged row stops the open rather
+			// than losing debits quietly.
+			return fmt.Errorf("%w (journal seq %d): restore the file or move it aside to start from zero", r.err, seqs[i])
+		}
+	}
+	if _, err := tx.ExecContext(ctx, `DELETE FROM journal`); err != nil {
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return err
+	}
+	hr, err := l.db.QueryContext(ctx, `SELECT id, tenant, window_secs, window_start, held_nano, created_ms, expires_s FROM holds`)
+	if err != nil {
+		return err
+	}
+	defer hr.Close()
+	for hr.Next() {
+		r := &record{}
+		var created int64
+		if err := hr.Scan(&r.ID, &r.Tenant, &r.WindowSecs, &r.WindowStart, &r.Held, &created, &r.Expires); err != nil {
+			return err
+		}
+		r.Created = time.UnixMilli(created)
+		e := &expiryItem{r: r, stored: true}
+		l.holds[r.ID] = e
+		heap.Push(&l.expiry, e)
+	}
+	return hr.Err()
+}
+
+// begin starts a transaction: memory is changed at once (and taken back
+// at rollback); the file is written at commit.
 func (l *sqlLedger) begin(ctx context.Context) (ledgerTx, error) {
+	l.undo, l.buf = l.undo[:0], l.buf[:0]
 	return &sqlTx{l: l, ctx: ctx}, nil
 }
 
-func (l *sqlLedger) close() error { return l.db.Close() }
+// close checkpoints, so that a file closed cleanly has an empty journal.
+func (l *sqlLedger) close() error {
+	err := l.checkpoint(context.Background())
+	return errors.Join(err, l.db.Close())
+}
 
 type sqlTx struct {
-	l     *sqlLedger
-	tx    *sql.Tx
-	ctx   context.Context
-	delta int // live holds added (removed: negative)
-	// guardDelta is the guard rows added (removed: negative).
-	guardDelta int
-	// wrote: the cache or the file changed, so a rollback must forget.
-	wrote bool
-	done  bool
+	l    *sqlLedger
+	ctx  context.Context
+	done bool
 }
 
-func (t *sqlTx) sqlTx() (*sql.Tx, error) {
-	if t.tx == nil {
-		tx, err := t.l.db.BeginTx(t.ctx, nil)
-		if err != nil {
-			return nil, err
-		}
-		t.tx = tx
-	}
-	return t.tx, nil
-}
-
-func (t *sqlTx) exec(q string, args ...any) (sql.Result, error) {
-	st, err := t.l.stmt(q)
-	if err != nil {
-		return nil, err
-	}
-	tx, err := t.sqlTx()
-	if err != nil {
-		return nil, err
-	}
-	t.wrote = true
-	return tx.StmtContext(t.ctx, st).ExecContext(t.ctx, args...)
-}
-
-func (t *sqlTx) query(q string, args ...any) (*sql.Rows, error) {
-	st, err := t.l.stmt(q)
-	if err != nil {
-		return nil, err
-	}
-	tx, err := t.sqlTx()
-	if err != nil {
-		return nil, err
-	}
-	return tx.StmtContext(t.ctx, st).QueryContext(t.ctx, args...)
-}
-
-// scanRow runs a one-row query into dest (sql.ErrNoRows when none).
-func (t *sqlTx) scanRow(q string, args []any, dest ...any) error {
-	st, err := t.l.stmt(q)
+// exec runs a prepared statement in tx.
+func (l *sqlLedger) exec(ctx context.Context, tx *sql.Tx, q string, args ...any) error {
+	st, err := l.stmt(q)
 	if err != nil {
 		return err
 	}
-	tx, err := t.sqlTx()
+	_, err = tx.StmtContext(ctx, st).ExecContext(ctx, args...)
+	return err
+}
+
+// scanRow runs a one-row prepared query outside any transaction (the one
+// connection is free between transactions: the ledger's own reads come
+// only from its transactions, under the store's lock).
+func (l *sqlLedger) scanRow(ctx context.Context, q string, args []any, dest ...any) error {
+	st, err := l.stmt(q)
 	if err != nil {
 		return err
 	}
-	return tx.StmtContext(t.ctx, st).QueryRowContext(t.ctx, args...).Scan(dest...)
+	return st.QueryRowContext(ctx, args...).Scan(dest...)
 }
 
-// commit writes the changed counters, then commits.
-func (t *sqlTx) commit() error {
+// commit appends the transaction's journal row, with whatever earlier
+// lazy commits left pending (a transaction that changed nothing writes
+// nothing), then checkpoints when one is due. A lazy commit (settlements
+// nobody waits for) only leaves its row pending: the next commit or the
+// flush at most lazyDelay later writes it. A kill before that loses those
+// settlements: their holds stay live, so their reservations stay in their
+// windows (the tenant is charged what was held rather than the bill) until
+// the holds expire — never less than was spent.
+func (t *sqlTx) commit(lazy bool) error {
 	l := t.l
+	if lazy && len(l.pending)+len(l.buf) < checkpointBytes {
+		l.pending = append(l.pending, l.buf...)
+		t.done = true
+		l.undo, l.buf = l.undo[:0], l.buf[:0]
+		if l.flush != nil && l.flushing.CompareAndSwap(false, true) {
+			time.AfterFunc(lazyDelay, l.flush)
+		}
+		return nil
+	}
+	if n := len(l.pending) + len(l.buf); n > 0 {
+		row := l.buf
+		if len(l.pending) > 0 {
+			row = append(l.pending, l.buf...)
+		}
+		if _, err := l.stmts[qJournal].ExecContext(t.ctx, row); err != nil {
+			if len(l.pending) > 0 {
+				// pending may share row's array: keep only what it held.
+				l.pending = row[:len(l.pending)]
+			}
+			return err
+		}
+		l.rows++
+		l.bytes += n
+		l.pending = l.pending[:0]
+	}
+	t.done = true
+	l.undo, l.buf = l.undo[:0], l.buf[:0]
+	if l.rows >= checkpointRows || l.bytes >= checkpointBytes || (l.rows > 0 && time.Since(l.last) >= checkpointAge) {
+		// A failed checkpoint loses nothing: the journal still holds
+		// every change, and the next commit tries again.
+		_ = l.checkpoint(t.ctx)
+	}
+	return nil
+}
+
+// checkpoint writes what changed since the last one to the tables and
+// empties the journal, in one transaction: counters as their values in
+// memory, holds added (and still live) inserted, stored holds ended
+// deleted. A hold that came and went between two checkpoints never
+// reaches the table.
+func (l *sqlLedger) checkpoint(ctx context.Context) error {
+	l.last = time.Now()
+	if l.rows == 0 && len(l.pending) == 0 && len(l.dirtyMin) == 0 && len(l.dirtyWin) == 0 && len(l.newHolds) == 0 && len(l.gone) == 0 {
+		return nil
+	}
+	tx, err := l.db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = tx.Rollback() }()
 	for k := range l.dirtyMin {
 		if c := l.cache.minutes[k.tenant][k.minute]; c != nil {
-			if _, err := t.exec(qPutUsage, k.tenant, k.minute, c[0], c[1]); err != nil {
+			if err := l.exec(ctx, tx, qPutUsage, k.tenant, k.minute, c[0], c[1]); err != nil {
 				return err
 			}
 		}
 	}
 	for k := range l.dirtyWin {
 		if w := l.cache.windows[k]; w != nil {
-			if _, err := t.exec(qPutSpend, k.tenant, k.secs, k.start, w[0], w[1]); err != nil {
+			if err := l.exec(ctx, tx, qPutSpend, k.tenant, k.secs, k.start, w[0], w[1]); err != nil {
 				return err
 			}
 		}
 	}
-	if t.tx != nil {
-		if err := t.tx.Commit(); err != nil {
+	for _, e := range l.newHolds {
+		r := e.r
+		if err := l.exec(ctx, tx, qInsert, r.ID, r.Tenant, r.WindowSecs, r.WindowStart, r.Held, r.Created.UnixMilli(), r.Expires); err != nil {
 			return err
 		}
 	}
-	t.done = true
+	for id := range l.gone {
+		if err := l.exec(ctx, tx, qHoldEnd, id); err != nil {
+			return err
+		}
+	}
+	if l.checkpoints++; l.checkpoints%64 == 0 && l.now > 0 {
+		// Now and then, counters past any window they could count in
+		// (by the admissions' clock, which tests inject).
+		now := l.now
+		if err := l.exec(ctx, tx, qPruneMinutes, now/60-DailyMinutes-1, 4096); err != nil {
+			return err
+		}
+		if err := l.exec(ctx, tx, qPruneWindows, now, 4096); err != nil {
+			return err
+		}
+		l.cache.pruneWindows(now)
+	}
+	if err := l.exec(ctx, tx, qJournalClear); err != nil {
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return err
+	}
+	for _, e := range l.newHolds {
+		e.stored = true
+	}
+	clear(l.newHolds)
+	clear(l.gone)
 	clear(l.dirtyMin)
 	clear(l.dirtyWin)
-	l.count += t.delta
-	l.guarded += t.guardDelta
+	l.rows, l.bytes = 0, 0
+	// What lazy commits left pending is in the tables now.
+	l.pending = l.pending[:0]
 	return nil
 }
 
+// rollback takes back the transaction's changes to memory, newest first.
 func (t *sqlTx) rollback() {
 	if t.done {
 		return
 	}
 	t.done = true
-	if t.tx != nil {
-		_ = t.tx.Rollback()
+	l := t.l
+	for i := len(l.undo) - 1; i >= 0; i-- {
+		u := &l.undo[i]
+		switch u.kind {
+		case jUsage:
+			if u.had {
+				*l.cache.minutes[u.tenant][u.minute] = u.old
+			} else {
+				delete(l.cache.minutes[u.tenant], u.minute)
+			}
+		case jSpend:
+			if u.had {
+				*l.cache.windows[u.wk] = u.old
+			} else {
+				delete(l.cache.windows, u.wk)
+			}
+		case jHold:
+			l.drop(u.item)
+		case jEnd:
+			l.holds[u.item.r.ID] = u.item
+			heap.Push(&l.expiry, u.item)
+			if u.item.stored {
+				delete(l.gone, u.item.r.ID)
+			} else {
+				l.newHolds[u.item.r.ID] = u.item
+			}
+		default:
+			if l.ids.until[u.id] == u.until {
+				delete(l.ids.until, u.id)
+			}
+		}
 	}
-	if t.wrote {
-		t.l.forget()
+	l.undo, l.buf = l.undo[:0], l.buf[:0]
+}
+
+// drop removes a live hold from memory (not from the file).
+func (l *sqlLedger) drop(e *expiryItem) {
+	delete(l.holds, e.r.ID)
+	delete(l.newHolds, e.r.ID)
+	heap.Remove(&l.expiry, e.i)
+}
+
+// end ends a live hold: in memory now, in the file at commit (the journal)
+// and at the next checkpoint (the table).
+func (l *sqlLedger) end(e *expiryItem) {
+	l.drop(e)
+	if e.stored {
+		l.gone[e.r.ID] = struct{}{}
 	}
+	l.undo = append(l.undo, undoEntry{kind: jEnd, item: e})
+	l.buf = appendEnd(l.buf, e.r.ID)
 }
 
 func (t *sqlTx) reclaim(now int64, n int) error {
 	l := t.l
-	if l.sweeps++; l.sweeps%64 == 0 {
-		// Now and then, counters past any window they could count in.
-		if _, err := t.exec(qPruneMinutes, now/60-DailyMinutes-1, 64*n); err != nil {
-			return err
-		}
-		if _, err := t.exec(qPruneWindows, now, 64*n); err != nil {
-			return err
-		}
-		l.cache.pruneWindows(now)
-	}
-	if err := t.trimGuard(now, n); err != nil {
-		return err
-	}
-	if l.minExpiry > now {
-		return nil
-	}
-	res, err := t.exec(qReclaim, now, n)
-	if err != nil {
-		return err
-	}
-	k, _ := res.RowsAffected()
-	t.delta -= int(k)
-	if int(k) < n {
-		var m sql.NullInt64
-		if err := t.scanRow(qMinExpiry, nil, &m); err != nil {
-			return err
-		}
-		l.minExpiry = math.MaxInt64
-		if m.Valid {
-			l.minExpiry = m.Int64
-		}
+	l.now = max(l.now, now)
+	for i := 0; i < n && len(l.expiry) > 0 && l.expiry[0].r.Expires <= now; i++ {
+		l.end(l.expiry[0])
 	}
 	return nil
 }
 
-func (t *sqlTx) retained() int { return t.l.count + t.delta }
+func (t *sqlTx) retained() int { return len(t.l.holds) }
 
 // load reads a tenant's minutes after from into the cache, once.
 func (t *sqlTx) load(tenant string, from int64) error {
@@ -437,7 +635,11 @@ func (t *sqlTx) load(tenant string, from int64) error {
 	if l.loaded[tenant] {
 		return nil
 	}
-	rows, err := t.query(qMinutes, tenant, from)
+	st, err := l.stmt(qMinutes)
+	if err != nil {
+		return err
+	}
+	rows, err := st.QueryContext(t.ctx, tenant, from)
 	if err != nil {
 		return err
 	}
@@ -470,7 +672,7 @@ func (t *sqlTx) window(tenant string, secs, start int64) (reserved, settled int6
 	if w := t.l.cache.windows[k]; w != nil {
 		return w[0], w[1], nil
 	}
-	err = t.scanRow(qWindow, []any{tenant, secs, start}, &reserved, &settled)
+	err = t.l.scanRow(t.ctx, qWindow, []any{tenant, secs, start}, &reserved, &settled)
 	if errors.Is(err, sql.ErrNoRows) {
 		reserved, settled, err = 0, 0, nil
 	}
@@ -482,12 +684,17 @@ func (t *sqlTx) window(tenant string, secs, start int64) (reserved, settled int6
 }
 
 func (t *sqlTx) insert(r *record) error {
-	_, err := t.exec(qInsert, r.ID, r.Tenant, r.WindowSecs, r.WindowStart, r.Held, r.Created.UnixMilli(), r.Expires)
-	if err == nil {
-		t.delta++
-		t.l.minExpiry = min(t.l.minExpiry, r.Expires)
+	l := t.l
+	if _, ok := l.holds[r.ID]; ok {
+		return fmt.Errorf("store: attempt %q already has a live hold", r.ID)
 	}
-	return err
+	e := &expiryItem{r: r}
+	l.holds[r.ID] = e
+	l.newHolds[r.ID] = e
+	heap.Push(&l.expiry, e)
+	l.undo = append(l.undo, undoEntry{kind: jHold, item: e})
+	l.buf = appendHold(l.buf, r)
+	return nil
 }
 
 func (t *sqlTx) addUsage(tenant string, minute, reqs, toks, floor int64) error {
@@ -497,9 +704,16 @@ func (t *sqlTx) addUsage(tenant string, minute, reqs, toks, floor int64) error {
 	if err := t.load(tenant, floor); err != nil {
 		return err
 	}
-	t.wrote = true
-	_ = t.l.cache.addUsage(tenant, minute, reqs, toks, floor)
-	t.l.dirtyMin[minuteKey{tenant, minute}] = struct{}{}
+	l := t.l
+	u := undoEntry{kind: jUsage, tenant: tenant, minute: minute}
+	if c := l.cache.minutes[tenant][minute]; c != nil {
+		u.had, u.old = true, *c
+	}
+	_ = l.cache.addUsage(tenant, minute, reqs, toks, floor)
+	c := l.cache.minutes[tenant][minute]
+	l.undo = append(l.undo, u)
+	l.buf = appendUsage(l.buf, tenant, minute, c[0], c[1])
+	l.dirtyMin[minuteKey{tenant, minute}] = struct{}{}
 	return nil
 }
 
@@ -507,85 +721,37 @@ func (t *sqlTx) addSpend(tenant string, secs, start, reserved, settled int64) er
 	if _, _, err := t.window(tenant, secs, start); err != nil {
 		return err
 	}
-	t.wrote = true
-	_ = t.l.cache.addSpend(tenant, secs, start, reserved, settled)
-	t.l.dirtyWin[windowKey{tenant, secs, start}] = struct{}{}
+	l := t.l
+	k := windowKey{tenant, secs, start}
+	u := undoEntry{kind: jSpend, wk: k}
+	if w := l.cache.windows[k]; w != nil {
+		u.had, u.old = true, *w
+	}
+	_ = l.cache.addSpend(tenant, secs, start, reserved, settled)
+	w := l.cache.windows[k]
+	l.undo = append(l.undo, u)
+	l.buf = appendSpend(l.buf, k, w[0], w[1])
+	l.dirtyWin[k] = struct{}{}
 	return nil
 }
 
 // live reports (and with end, ends) id's live hold.
 func (t *sqlTx) live(id string, end bool) (bool, error) {
-	if !end {
-		var one int
-		err := t.scanRow(qHoldSeen, []any{id}, &one)
-		if errors.Is(err, sql.ErrNoRows) {
-			return false, nil
-		}
-		return err == nil, err
+	e, ok := t.l.holds[id]
+	if ok && end {
+		t.l.end(e)
 	}
-	res, err := t.exec(qHoldEnd, id)
-	if err != nil {
-		return false, err
-	}
-	k, err := res.RowsAffected()
-	if err != nil {
-		return false, err
-	}
-	t.delta -= int(k)
-	return k == 1, nil
+	return ok, nil
 }
 
-// guard reports whether id is remembered; with add it is remembered. A
-// new id (the usual case) costs the one INSERT.
+// guard reports whether id is remembered; with add it is remembered.
 func (t *sqlTx) guard(id string, now int64, add bool) (bool, error) {
-	until := now + int64(GuardTTL/time.Second)
-	if add {
-		res, err := t.exec(qGuardAdd, id, until)
-		if err != nil {
-			return false, err
-		}
-		k, err := res.RowsAffected()
-		if err != nil {
-			return false, err
-		}
-		if k == 1 {
-			t.guardDelta++
-			return false, nil
-		}
-	}
-	var one int
-	err := t.scanRow(qGuardSeen, []any{id, now}, &one)
-	switch {
-	case err == nil:
-		return true, nil
-	case !errors.Is(err, sql.ErrNoRows):
-		return false, err
-	case add:
-		// Remembered once, expired since: remembered again.
-		_, err = t.exec(qGuardRenew, until, id)
-	}
-	return false, err
-}
-
-// trimGuard forgets up to n expired guard ids and, past MaxGuard, the
-// oldest.
-func (t *sqlTx) trimGuard(now int64, n int) error {
 	l := t.l
-	if l.guarded+t.guardDelta <= 0 {
-		return nil
+	if l.ids.seen(id, now, add) {
+		return true, nil
 	}
-	res, err := t.exec(qGuardExpire, now, n)
-	if err != nil {
-		return err
+	if add {
+		l.undo = append(l.undo, undoEntry{id: id, until: l.ids.until[id]})
 	}
-	k, _ := res.RowsAffected()
-	t.guardDelta -= int(k)
-	if over := l.guarded + t.guardDelta - MaxGuard; over > 0 {
-		if res, err = t.exec(qGuardTrim, over); err != nil {
-			return err
-		}
-		k, _ := res.RowsAffected()
-		t.guardDelta -= int(k)
-	}
-	return nil
+	return false, nil
 }

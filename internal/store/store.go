@@ -17,9 +17,11 @@
 // daily count, the live-hold capacity and the spend hold together and
 // applies all of them or none. This package implements it twice over one
 // decision procedure: NewMemory keeps everything in the process;
-// OpenSQLite keeps the counters and the ledger in a SQLite file (so they
-// survive a restart), committing concurrent decisions together (group
-// commit), and the short-lived rate buckets in memory. A shared
+// OpenSQLite decides in memory too, and makes every decision durable in a
+// SQLite file before it returns: a journal row per commit, concurrent
+// decisions sharing one (group commit), folded into the tables by a
+// checkpoint now and then (so they survive a restart); the short-lived
+// rate buckets stay in memory. A shared
 // backend (Redis) implements Store directly, with the same decision in one
 // atomic script.
 package store

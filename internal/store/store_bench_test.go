@@ -23,12 +23,14 @@ func benchDebits() []limit.Debit {
 // limit and a budget hold, and its settlement. "serial" is one caller;
 // "parallel" is 16 callers (GOMAXPROCS×8 here), as a busy gateway would
 // be, so it shows what group commit shares between concurrent callers.
+// "async" settles as the gateway does (SettleAsync: the caller does not
+// wait for the settlement's write).
 func BenchmarkAdmit(b *testing.B) {
-	for _, name := range []string{"memory", "sqlite"} {
+	for _, name := range []string{"memory", "sqlite", "sqlite-async"} {
 		for _, par := range []bool{false, true} {
 			b.Run(fmt.Sprintf("%s/parallel=%v", name, par), func(b *testing.B) {
 				var s Store = NewMemory()
-				if name == "sqlite" {
+				if name != "memory" {
 					var err error
 					if s, err = OpenSQLite(filepath.Join(b.TempDir(), "b.db")); err != nil {
 						b.Fatal(err)
@@ -48,9 +50,18 @@ func BenchmarkAdmit(b *testing.B) {
 						b.Error(err, d)
 						return false
 					}
-					if err := s.Settle(ctx, &Settlement{Now: now, ID: a.ID, Tenant: "a", Minute: d.Minute, WindowSecs: 86400,
+					st := &Settlement{Now: now, ID: a.ID, Tenant: "a", Minute: d.Minute, WindowSecs: 86400,
 						WindowStart: d.WindowStart, ReservedDelta: -1000, SettledDelta: 500, TokenDelta: -100,
-						Recorded: true, Final: true}); err != nil {
+						Recorded: true, Final: true}
+					if name == "sqlite-async" {
+						s.(AsyncSettler).SettleAsync(st, func(err error) {
+							if err != nil {
+								b.Error(err)
+							}
+						})
+						return true
+					}
+					if err := s.Settle(ctx, st); err != nil {
 						b.Error(err)
 						return false
 					}
