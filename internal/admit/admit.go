@@ -78,11 +78,13 @@ func tenantOf(id *tenant.Identity) string {
 // ("k:key-…"), a namespace apart from tenants' ("t:…"): the request must
 // fit both, in the same all-or-nothing decision.
 func debits(s *snapshot, id *tenant.Identity, p *providerInfo, tokens int64) ([]limit.Debit, []debitMeta) {
-	var ds []limit.Debit
-	var ms []debitMeta
-	add := func(kind, scope, key, group string, r limit.Rate, cost int64, always bool) {
+	// At most eight buckets: sized once, and a bucket's key is built only
+	// when it is limited (most are not), so an admission allocates little.
+	ds := make([]limit.Debit, 0, 8)
+	ms := make([]debitMeta, 0, 8)
+	add := func(kind, scope, prefix, name, suffix, group string, r limit.Rate, cost int64, always bool) {
 		if r.Limited() || always {
-			ds = append(ds, limit.Debit{Key: key, Group: group, Rate: r, Cost: cost})
+			ds = append(ds, limit.Debit{Key: prefix + name + suffix, Group: group, Rate: r, Cost: cost})
 			ms = append(ms, debitMeta{kind, scope})
 		}
 	}
@@ -96,15 +98,14 @@ func debits(s *snapshot, id *tenant.Identity, p *providerInfo, tokens int64) ([]
 		kr := windowed(rates{rateOf(id.KeyRPM), rateOf(id.KeyTPM)}, s.cfg.Limits.Window)
 		krpm, ktpm, kid = kr.rpm, kr.tpm, id.KeyID
 	}
-	g := groupOf(p.name)
-	add("rpm", "key", "k:"+kid+":rpm", "", krpm, 1, false)
-	add("rpm", "tenant", "t:"+t+":rpm", "", trpm, 1, false)
-	add("rpm", "global", "g:rpm", "", s.global.rpm, 1, false)
-	add("rpm", "provider", "p:"+p.name+":rpm", g, p.rates.rpm, 1, true)
-	add("tpm", "key", "k:"+kid+":tpm", "", ktpm, tokens, false)
-	add("tpm", "tenant", "t:"+t+":tpm", "", ttpm, tokens, false)
-	add("tpm", "global", "g:tpm", "", s.global.tpm, tokens, false)
-	add("tpm", "provider", "p:"+p.name+":tpm", g, p.rates.tpm, tokens, false)
+	add("rpm", "key", "k:", kid, ":rpm", "", krpm, 1, false)
+	add("rpm", "tenant", "t:", t, ":rpm", "", trpm, 1, false)
+	add("rpm", "global", "g:rpm", "", "", "", s.global.rpm, 1, false)
+	add("rpm", "provider", p.rpmKey, "", "", p.group, p.rates.rpm, 1, true)
+	add("tpm", "key", "k:", kid, ":tpm", "", ktpm, tokens, false)
+	add("tpm", "tenant", "t:", t, ":tpm", "", ttpm, tokens, false)
+	add("tpm", "global", "g:tpm", "", "", "", s.global.tpm, tokens, false)
+	add("tpm", "provider", p.tpmKey, "", "", p.group, p.rates.tpm, tokens, false)
 	return ds, ms
 }
 
@@ -146,7 +147,7 @@ func (c *Controller) Admit(ctx context.Context, ai AttemptInfo) (*Permit, *Refus
 	now := c.clk.Now()
 	p := s.providers[ai.Provider]
 	if p == nil {
-		p = &providerInfo{name: ai.Provider, typ: ai.ProviderType, rates: rates{rateOf(nil), rateOf(nil)}}
+		p = newProviderInfo(providerInfo{name: ai.Provider, typ: ai.ProviderType, rates: rates{rateOf(nil), rateOf(nil)}})
 	}
 	if ai.ProviderType == "" {
 		ai.ProviderType = p.typ

@@ -123,6 +123,15 @@ type providerInfo struct {
 	rates  rates
 	family spend.Family
 	hosted bool
+	// group and keys are its buckets' names, built once per config.
+	group, rpmKey, tpmKey string
+}
+
+// newProviderInfo fills in the bucket names.
+func newProviderInfo(pi providerInfo) *providerInfo {
+	pi.group = groupOf(pi.name)
+	pi.rpmKey, pi.tpmKey = pi.group+":rpm", pi.group+":tpm"
+	return &pi
 }
 
 // New returns a Controller over st, timed by clk (nil = wall clock), with
@@ -179,8 +188,8 @@ func (c *Controller) Configure(cfg *config.Config) error {
 	next := map[string]*limit.Gate{}
 	for name, p := range cfg.Providers {
 		fam, hosted := s.catalog.FamilyOf(p.Type, p.BaseURL)
-		s.providers[name] = &providerInfo{name: name, typ: p.Type, rates: windowed(rates{rateOf(p.RPM), rateOf(p.TPM)}, cfg.Limits.Window),
-			family: fam, hosted: hosted}
+		s.providers[name] = newProviderInfo(providerInfo{name: name, typ: p.Type, rates: windowed(rates{rateOf(p.RPM), rateOf(p.TPM)}, cfg.Limits.Window),
+			family: fam, hosted: hosted})
 		if p.MaxConcurrency == nil {
 			continue
 		}
