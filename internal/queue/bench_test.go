@@ -44,7 +44,7 @@ func BenchmarkJobRoundTrip(b *testing.B) {
 		q.c.Ping(bg) // the bare round trip, for reference
 		ping += time.Since(t4)
 		w.Took(m)
-		q.OriginState(bg, j.ID, j.OToken, true)
+		q.OriginState(bg, j.Provider, j.ID, j.OToken, true)
 		stop()
 		enq += t1.Sub(t0)
 		lease += t2.Sub(t1)
@@ -102,7 +102,7 @@ func BenchmarkWorkerHop(b *testing.B) {
 			took = append(took, time.Since(t0))
 		}
 		wt.Took(m)
-		q.OriginState(bg, j.ID, j.OToken, true)
+		q.OriginState(bg, j.Provider, j.ID, j.OToken, true)
 		stop()
 		// Let the worker's stale pub/sub wake and its empty lease pass,
 		// so that the next job finds it waiting.
