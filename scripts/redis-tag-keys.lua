@@ -6,8 +6,12 @@
 --
 -- Spend windows, rolling-day counters, rate buckets, sliding windows,
 -- penalties and health records move to their tenant's or owner's tag; the
--- admin records, the queue and the idempotency namespaces move under
--- their namespace's tag; the usage stream keeps its name. The fleet-wide
+-- admin records and the idempotency namespace move under their
+-- namespace's tag; the usage stream keeps its name. The job queue is not
+-- moved: it is one queue per provider now, each in its own slot, and is
+-- drained before the switch instead (docs/fleet.md, "Moving to
+-- per-provider queues"); its old keys (switchboard:q:v1:...) are left as
+-- they are and not counted. The fleet-wide
 -- live holds, settlement guard and attempt index of the old layout are
 -- deleted: with the fleet stopped no attempt is in flight, and a hold
 -- left by a crash holds no money of its own (its reservation stays in its
@@ -27,7 +31,7 @@ end
 
 local function newName(k)
   local rest = string.sub(k, #P + 1)
-  for _, ns in ipairs({'q:v1:', 'idem:v1:'}) do
+  for _, ns in ipairs({'idem:v1:'}) do
     if string.sub(rest, 1, #ns) == ns then
       return P .. '{' .. string.sub(ns, 1, -2) .. '}:' .. string.sub(rest, #ns + 1)
     end
@@ -57,8 +61,8 @@ end
 
 for _, k in ipairs(redis.call('KEYS', P .. '*')) do
   local rest = string.sub(k, #P + 1)
-  if string.find(k, '{', 1, true) or rest == 'usage:v1' then
-    -- tagged already, or a name that did not change
+  if string.find(k, '{', 1, true) or rest == 'usage:v1' or string.sub(rest, 1, 5) == 'q:v1:' then
+    -- tagged already, a name that did not change, or the queue's
   elseif rest == 'holds' or rest == 'settled' or rest == 'attempts' or string.sub(rest, 1, 2) == 'a:' then
     redis.call('DEL', k)
     deleted = deleted + 1
