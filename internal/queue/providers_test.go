@@ -1,9 +1,11 @@
 package queue
 
 import (
+	"context"
 	"errors"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -198,5 +200,63 @@ func TestReaperWalksProviderQueues(t *testing.T) {
 	}
 	if got, _ := q.Providers(bg); !slices.Equal(got, []string{"a"}) {
 		t.Fatalf("queues after the reap %v, want [a]", got)
+	}
+}
+
+// trips counts a client's round trips (a command or a pipeline each),
+// a new connection's handshake aside.
+type trips struct{ n atomic.Int64 }
+
+func handshake(c redis.Cmder) bool { return c.Name() == "hello" || c.Name() == "client" }
+
+func (h *trips) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h *trips) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if !handshake(cmd) {
+			h.n.Add(1)
+		}
+		return next(ctx, cmd)
+	}
+}
+func (h *trips) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		if len(cmds) > 0 && !handshake(cmds[0]) {
+			h.n.Add(1)
+		}
+		return next(ctx, cmds)
+	}
+}
+
+// A worker that knows which queue has work (a wake-up named it) leases
+// from it in one round trip however many providers it serves, as one
+// script did when the queue was one slot; without that knowledge, a job
+// in another queue than the first tried costs a second.
+func TestLeaseFromTheBusyQueueIsOneRoundTrip(t *testing.T) {
+	q, _ := open(t, Options{})
+	caps := []Cap{{Provider: "a"}, {Provider: "b"}, {Provider: "c"}, {Provider: "d"}}
+	for range 2 {
+		if _, err := q.Enqueue(bg, job("d", 0)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := q.Lease(bg, "w", []Cap{{Provider: "d"}}, 0); err != nil { // loads the script
+		t.Fatal(err)
+	}
+	q.Enqueue(bg, job("d", 0))
+	h := &trips{}
+	q.c.AddHook(h)
+	for _, tc := range []struct {
+		name string
+		busy *busy
+		want int64
+	}{{"told", &busy{has: map[string]bool{"d": true}}, 1}, {"not told", nil, 2}} {
+		h.n.Store(0)
+		l, err := q.leaseAmong(bg, "w", caps, 0, tc.busy)
+		if err != nil || l == nil || l.Provider != "d" {
+			t.Fatalf("%s: %+v %v", tc.name, l, err)
+		}
+		if n := h.n.Load(); n != tc.want {
+			t.Errorf("%s: %d round trips, want %d", tc.name, n, tc.want)
+		}
 	}
 }
