@@ -71,8 +71,8 @@ func (p *Plane) Detail(ctx context.Context) map[string]any {
 	out["waiting"], out["leased"], out["retained_jobs"], out["dlq"] = st.Waiting, st.Leased, st.Retained, st.DLQ
 	out["bytes"] = map[string]int64{"requests": st.BaseBytes, "terminals": st.TerminalBytes, "dlq": st.DLQBytes}
 	// The bounds are each provider queue's.
-	out["limits"] = map[string]any{"per": "provider queue", "depth": o.Depth, "max_deliveries": o.MaxDeliveries, "lease_seconds": o.Lease.Seconds(),
-		"retained_jobs": o.RetainedJobs, "dlq_max": o.DLQMax}
+	out["limits"] = map[string]any{"per": "provider queue", "depth": o.Depth, "max_deliveries": o.MaxDeliveries,
+		"lease_seconds": o.Lease.Seconds(), "retained_jobs": o.RetainedJobs, "dlq_max": o.DLQMax}
 	return out
 }
 

@@ -130,6 +130,15 @@ func (q *Queue) leaseAmong(ctx context.Context, worker string, caps []Cap, start
 		}
 	}
 	_, _ = pipe.Exec(ctx) // each command's error is read below
+	// What the look found decides which queue the next lease tries first,
+	// whether or not this one needs it: a queue with work never waits for
+	// a wake-up that was lost while another queue kept the worker busy.
+	for i, c := range caps {
+		if w := waiting[i]; w != nil && w.Err() == nil {
+			full := leased[i] != nil && leased[i].Err() == nil && leased[i].Val() >= int64(c.Limit)
+			b.set(c.Provider, w.Val() > 0 && !full)
+		}
+	}
 	var l *Lease
 	var err error
 	if e := lease.Err(); e != nil && redis.HasErrorPrefix(e, "NOSCRIPT") {
@@ -162,7 +171,6 @@ func (q *Queue) leaseAmong(ctx context.Context, worker string, caps []Cap, start
 			continue
 		}
 		if w == 0 {
-			b.set(c.Provider, false)
 			continue
 		}
 		if lc := leased[i]; lc != nil && lc.Err() == nil && lc.Val() >= int64(c.Limit) {
