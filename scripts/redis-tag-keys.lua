@@ -6,16 +6,20 @@
 --
 -- Spend windows, rolling-day counters, rate buckets, sliding windows,
 -- penalties and health records move to their tenant's or owner's tag; the
--- admin records and the queue move under their namespace's tag; the usage
--- stream keeps its name. The fleet-wide live holds, settlement guard and
--- attempt index of the old layout are deleted: with the fleet stopped no
--- attempt is in flight, and a hold left by a crash holds no money of its
--- own (its reservation stays in its window either way). Idempotency
--- records, untagged or in the one-slot {idem:v1} namespace of the first
--- tagged versions, are deleted too: they now live under their tenant's
--- tag, but their names hash the tenant with the key, so no record can
--- say whose it is. They are short-lived stored answers; a retry of a
--- request answered before the move runs again. RENAME keeps each key's TTL; a key whose new name
+-- admin records move under their namespace's tag; the usage stream keeps
+-- its name. The job queue is not moved: it is one queue per provider now,
+-- each in its own slot, and is drained before the switch instead
+-- (docs/fleet.md, "Moving to per-provider queues"); its old keys
+-- (switchboard:q:v1:...) are left as they are and not counted. The
+-- fleet-wide live holds, settlement guard and attempt index of the old
+-- layout are deleted: with the fleet stopped no attempt is in flight, and
+-- a hold left by a crash holds no money of its own (its reservation stays
+-- in its window either way). Idempotency records, untagged or in the
+-- one-slot {idem:v1} namespace of the first tagged versions, are deleted
+-- too: they now live under their tenant's tag, but their names hash the
+-- tenant with the key, so no record can say whose it is. They are
+-- short-lived stored answers; a retry of a request answered before the
+-- move runs again. RENAME keeps each key's TTL; a key whose new name
 -- already exists is left alone and counted. Keys already tagged are not
 -- touched, so a second run changes nothing.
 --
@@ -31,11 +35,6 @@ end
 
 local function newName(k)
   local rest = string.sub(k, #P + 1)
-  for _, ns in ipairs({'q:v1:'}) do
-    if string.sub(rest, 1, #ns) == ns then
-      return P .. '{' .. string.sub(ns, 1, -2) .. '}:' .. string.sub(rest, #ns + 1)
-    end
-  end
   if string.sub(rest, 1, 6) == 'admin:' then return P .. '{admin}:' .. string.sub(rest, 7) end
   local kind, name = string.match(rest, '^(%a+):(.*)$')
   if kind == 'b' then
@@ -66,8 +65,8 @@ for _, k in ipairs(redis.call('KEYS', P .. '*')) do
   if idem then
     redis.call('DEL', k)
     deleted = deleted + 1
-  elseif string.find(k, '{', 1, true) or rest == 'usage:v1' then
-    -- tagged already, or a name that did not change
+  elseif string.find(k, '{', 1, true) or rest == 'usage:v1' or string.sub(rest, 1, 5) == 'q:v1:' then
+    -- tagged already, a name that did not change, or the queue's
   elseif rest == 'holds' or rest == 'settled' or rest == 'attempts' or string.sub(rest, 1, 2) == 'a:' then
     redis.call('DEL', k)
     deleted = deleted + 1

@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"os"
+	"slices"
 	"time"
 
 	"switchboard/internal/config"
@@ -29,6 +31,8 @@ func openQueue(cfg *config.Config, log *slog.Logger) (*queue.Queue, error) {
 		return nil, err
 	}
 	q := queue.New(c, queue.OptionsOf(&cfg.Queue))
+	provs := slices.Sorted(maps.Keys(cfg.Providers))
+	q.SetProviders(func() []string { return provs }) // a serving replica's plane reads its live config instead
 	ctx, cancel := context.WithTimeout(context.Background(), cfg.Redis.ConnectTimeout.D()+cfg.Redis.CommandTimeout.D())
 	defer cancel()
 	if err := q.Check(ctx); err != nil {
@@ -37,6 +41,11 @@ func openQueue(cfg *config.Config, log *slog.Logger) (*queue.Queue, error) {
 			return nil, err
 		}
 		log.Warn("queue: redis does not answer yet; requests get 503 until it does", "error", err.Error())
+		return q, nil
+	}
+	if n, err := q.Legacy(ctx); err == nil && n > 0 {
+		log.Warn("queue: the single-slot queue of an earlier version still holds jobs this version does not serve; "+
+			"drain it with that version (docs/fleet.md, \"Moving to per-provider queues\")", "jobs", n)
 	}
 	return q, nil
 }

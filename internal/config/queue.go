@@ -22,14 +22,16 @@ type Queue struct {
 	// WorkerConcurrency bounds jobs one worker replica runs at once.
 	// Default 64, range 1..100,000.
 	WorkerConcurrency int `yaml:"worker_concurrency"`
-	// RetainedJobs bounds job records of every state. Default 10000,
-	// range 1..10,000,000.
+	// RetainedJobs bounds job records of every state, per provider queue
+	// (each provider's queue is its own Redis slot and keeps its own
+	// accounting; the fleet holds up to this times the providers).
+	// Default 10000, range 1..10,000,000.
 	RetainedJobs int `yaml:"retained_jobs"`
-	// RetainedBaseBytes bounds request and metadata bytes. Default
-	// 512 MiB, range 1 MiB..64 GiB.
+	// RetainedBaseBytes bounds request and metadata bytes, per provider
+	// queue. Default 512 MiB, range 1 MiB..64 GiB.
 	RetainedBaseBytes int64 `yaml:"retained_base_bytes"`
-	// RetainedTerminalBytes bounds stored results, reservations included.
-	// Default 512 MiB, range 1 MiB..64 GiB.
+	// RetainedTerminalBytes bounds stored results, reservations included,
+	// per provider queue. Default 512 MiB, range 1 MiB..64 GiB.
 	RetainedTerminalBytes int64 `yaml:"retained_terminal_bytes"`
 	// UnaryTerminalBytes is reserved per unary job before dispatch; a
 	// larger result becomes a fixed-size error. Default 64 MiB, range
@@ -41,7 +43,8 @@ type Queue struct {
 	// ResultTTL keeps a finished job readable for an origin that lost the
 	// notice. Default 60 s, range 1 s..86400 s.
 	ResultTTL Duration `yaml:"result_ttl"`
-	// DLQMax, DLQBytes and DLQTTL bound the dead-letter queue. Defaults
+	// DLQMax, DLQBytes and DLQTTL bound each provider queue's dead-letter
+	// queue. Defaults
 	// 1000 entries, 64 MiB, 24 h; ranges 1..1,000,000, 1 MiB..16 GiB,
 	// 1 m..30 d.
 	DLQMax   int      `yaml:"dlq_max"`

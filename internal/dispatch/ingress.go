@@ -293,7 +293,7 @@ func (rl *relayJob) handle(m queue.Msg) {
 		if len(b) == 0 {
 			ctx, cancel := rl.op()
 			var err error
-			b, err = rl.q.Terminal(ctx, rl.j.ID)
+			b, err = rl.q.Terminal(ctx, rl.j.Provider, rl.j.ID)
 			cancel()
 			if err != nil || b == nil {
 				rl.failUnavailable("the job's result could not be read back")
@@ -313,7 +313,7 @@ func (rl *relayJob) handle(m queue.Msg) {
 // check renews the origin's claim and catches what a lost message hid.
 func (rl *relayJob) check() {
 	ctx, cancel := rl.op()
-	st, gen, err := rl.q.OriginState(ctx, rl.j.ID, rl.j.OToken, false)
+	st, gen, err := rl.q.OriginState(ctx, rl.j.Provider, rl.j.ID, rl.j.OToken, false)
 	cancel()
 	if err == nil && st != "waiting" && st != "leased" {
 		rl.drain()
@@ -334,7 +334,7 @@ func (rl *relayJob) check() {
 			return
 		}
 		ctx, cancel := rl.op()
-		b, err := rl.q.Terminal(ctx, rl.j.ID)
+		b, err := rl.q.Terminal(ctx, rl.j.Provider, rl.j.ID)
 		cancel()
 		if err == nil && b != nil {
 			rl.terminal(queue.ParseTerminal(b))
@@ -390,7 +390,7 @@ func (rl *relayJob) terminal(t queue.Terminal) {
 func (rl *relayJob) ack() {
 	rl.settled = true
 	ctx, cancel := rl.op()
-	_, _, _ = rl.q.OriginState(ctx, rl.j.ID, rl.j.OToken, true)
+	_, _, _ = rl.q.OriginState(ctx, rl.j.Provider, rl.j.ID, rl.j.OToken, true)
 	cancel()
 }
 
@@ -399,7 +399,7 @@ func (rl *relayJob) ack() {
 func (rl *relayJob) cancel(why string) {
 	rl.settled = true
 	ctx, cancel := rl.op()
-	st, err := rl.q.Cancel(ctx, rl.j.ID, rl.j.OToken)
+	st, err := rl.q.Cancel(ctx, rl.j.Provider, rl.j.ID, rl.j.OToken)
 	cancel()
 	if err == nil && (st == "waiting" || st == "leased") {
 		rl.p.Metrics.Queue.Cancellations.Inc()

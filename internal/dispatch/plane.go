@@ -2,6 +2,8 @@ package dispatch
 
 import (
 	"context"
+	"maps"
+	"slices"
 	"time"
 
 	"switchboard/internal/config"
@@ -12,6 +14,9 @@ import (
 // Join starts the plane: the queue gauges, and an ingress's subscription
 // at once (without waiting for it).
 func (p *Plane) Join() {
+	// The queues to reap, count and check are the providers of the
+	// config in force (and the directory's).
+	p.Q.SetProviders(p.providerNames)
 	p.Metrics.WatchQueue(p.State)
 	if p.Ingress {
 		// Start the attempt without waiting for it (a done context).
@@ -19,6 +24,15 @@ func (p *Plane) Join() {
 		cancel()
 		_, _ = p.originFor(ctx)
 	}
+}
+
+// providerNames lists the running config's providers.
+func (p *Plane) providerNames() []string {
+	snap := p.Snap()
+	if snap == nil {
+		return nil
+	}
+	return slices.Sorted(maps.Keys(snap.Config.Providers))
 }
 
 // State reads the shared queue for the gauges (bounded by the queue's
@@ -56,8 +70,9 @@ func (p *Plane) Detail(ctx context.Context) map[string]any {
 	out["available"] = true
 	out["waiting"], out["leased"], out["retained_jobs"], out["dlq"] = st.Waiting, st.Leased, st.Retained, st.DLQ
 	out["bytes"] = map[string]int64{"requests": st.BaseBytes, "terminals": st.TerminalBytes, "dlq": st.DLQBytes}
-	out["limits"] = map[string]any{"depth": o.Depth, "max_deliveries": o.MaxDeliveries, "lease_seconds": o.Lease.Seconds(),
-		"retained_jobs": o.RetainedJobs, "dlq_max": o.DLQMax}
+	// The bounds are each provider queue's.
+	out["limits"] = map[string]any{"per": "provider queue", "depth": o.Depth, "max_deliveries": o.MaxDeliveries,
+		"lease_seconds": o.Lease.Seconds(), "retained_jobs": o.RetainedJobs, "dlq_max": o.DLQMax}
 	return out
 }
 

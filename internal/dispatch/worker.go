@@ -8,6 +8,7 @@ import (
 	"errors"
 	"net/http"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -57,6 +58,8 @@ func (p *Plane) WorkerCaps() []queue.Cap {
 		}
 		caps = append(caps, c)
 	}
+	// One order for every lease: the rotation over it is the fairness.
+	slices.SortFunc(caps, func(a, b queue.Cap) int { return strings.Compare(a.Provider, b.Provider) })
 	return caps
 }
 

@@ -1,18 +1,24 @@
 -- Helpers prepended to every queue script (one script = one atomic
 -- transition; Lua has no includes, so the Go side concatenates).
 --
--- Keys (P is the versioned prefix, ARGV[1]):
+-- Every script runs in one provider's slot. ARGV[1] is P, that provider's
+-- key prefix (its hash tag names the provider), ARGV[2] C, the prefix of
+-- the pub/sub channels (not keys: any slot may publish), ARGV[3] PROV, the
+-- provider; a script's own arguments follow from ARGV[4]. Keys:
 --   P..'j:'..id   hash: st (waiting|leased|done|canceled|dead), prov, tier,
 --                 score, gen, tok, wrk, dlv, dl (deadline ms), to (timeout
 --                 ms), org, otok, rb (request+meta bytes), tb (terminal
 --                 bytes reserved or used), ep, tenant, err, created,
 --                 com ('1' once stream bytes were published)
 --   P..'r:'..id   the request (opaque to Lua), P..'t:'..id its terminal
---   P..'w:'..prov waiting, by score; P..'p:'..prov leased, by lease expiry
+--   P..'w'        waiting, by score; P..'p' leased, by lease expiry
 --   P..'leases', P..'origins', P..'done', P..'dlq', P..'jobs'  indexes
 --   P..'acct'     hash: base, term, dlqb (bytes held)
+--   P..'seq', P..'format'
+-- No key name is built from a record's fields, so a corrupted record
+-- cannot make a script reach into another slot.
 -- Times are Redis TIME in milliseconds: no host clock decides anything.
-local P = ARGV[1]
+local P, C, PROV = ARGV[1], ARGV[2], ARGV[3]
 
 local function I(x) return string.format('%d', x) end
 local function num(v) return tonumber(v) or 0 end
@@ -30,7 +36,8 @@ end
 -- that errors on the job at the head of a queue stops every worker from
 -- leasing anything behind it.
 local function malformed(h)
-  if type(h.prov) ~= 'string' or h.prov == '' then return 'prov' end
+  -- A record naming another provider than the queue it sits in.
+  if h.prov ~= PROV then return 'prov' end
   for _, f in ipairs({'gen', 'dlv', 'dl', 'to', 'score', 'rb', 'tb', 'tier'}) do
     if not int(h[f]) then return f end
   end
@@ -71,7 +78,7 @@ local function dead_env(msg) return '{"kind":"dead","status":502}\n' .. msg end
 -- msg is one origin message: id, generation, kind, seq, then the payload.
 local function notify(org, id, gen, kind, seq, payload)
   if org and org ~= '' then
-    redis.call('PUBLISH', P .. 'o:' .. org, id .. '\n' .. gen .. '\n' .. kind .. '\n' .. seq .. '\n' .. (payload or ''))
+    redis.call('PUBLISH', C .. 'o:' .. org, id .. '\n' .. gen .. '\n' .. kind .. '\n' .. seq .. '\n' .. (payload or ''))
   end
 end
 
@@ -79,13 +86,13 @@ end
 -- capacity reserved for it beyond used (bytes kept for a stored terminal).
 local function unlease(id, h, used)
   redis.call('ZREM', P .. 'leases', id)
-  redis.call('ZREM', P .. 'p:' .. (h.prov or ''), id)
+  redis.call('ZREM', P .. 'p', id)
   local tb = num(h.tb)
   acct_add('term', used - tb)
   redis.call('HSET', job(id), 'tb', I(used))
   -- A provider slot and terminal capacity just freed: a job waiting for
   -- either can be leased now, not at the workers' next idle poll.
-  redis.call('PUBLISH', P .. 'wake', h.prov or '')
+  redis.call('PUBLISH', C .. 'wake', PROV)
 end
 
 -- fields reads a job hash into a table (nil when absent).
@@ -112,10 +119,10 @@ end
 local function cancel_job(id, h, ttl, now)
   local st = h.st
   if st == 'waiting' then
-    redis.call('ZREM', P .. 'w:' .. (h.prov or ''), id)
+    redis.call('ZREM', P .. 'w', id)
   elseif st == 'leased' then
     unlease(id, h, 0)
-    redis.call('PUBLISH', P .. 'wk:' .. (h.wrk or ''), id .. '\n' .. (h.gen or '0'))
+    redis.call('PUBLISH', C .. 'wk:' .. (h.wrk or ''), id .. '\n' .. (h.gen or '0'))
   else
     return st
   end
@@ -127,8 +134,8 @@ end
 -- drop deletes a job and everything it holds from every index.
 local function drop(id, h)
   if h then
-    redis.call('ZREM', P .. 'w:' .. (h.prov or ''), id)
-    redis.call('ZREM', P .. 'p:' .. (h.prov or ''), id)
+    redis.call('ZREM', P .. 'w', id)
+    redis.call('ZREM', P .. 'p', id)
     if h.st == 'dead' then
       acct_add('dlqb', -num(h.rb))
     else
@@ -155,7 +162,7 @@ end
 -- (never the prompt) and tells its origin.
 local function to_dlq(id, h, why, ttl, now)
   if h.st == 'leased' then unlease(id, h, 0) end
-  redis.call('ZREM', P .. 'w:' .. (h.prov or ''), id)
+  redis.call('ZREM', P .. 'w', id)
   redis.call('HSET', job(id), 'st', 'dead', 'err', why, 'dead_at', I(now))
   redis.call('ZREM', P .. 'jobs', id)
   redis.call('ZREM', P .. 'origins', id)

@@ -1,8 +1,8 @@
--- complete: ARGV P, id, token, gen, terminal, ttl_ms, inline_max. Stores
+-- complete: ARGV P, C, prov, id, token, gen, terminal, ttl_ms, inline_max. Stores
 -- the terminal within the capacity reserved at lease time (the Go side
 -- already replaced an oversized one with a fixed error; this refuses it
 -- too), releases the lease and tells the origin (inline when small).
-local id, tok, gen, env, ttl, inline = ARGV[2], ARGV[3], ARGV[4], ARGV[5], tonumber(ARGV[6]), tonumber(ARGV[7])
+local id, tok, gen, env, ttl, inline = ARGV[4], ARGV[5], ARGV[6], ARGV[7], tonumber(ARGV[8]), tonumber(ARGV[9])
 local h = fields(id)
 local f = fence(h, tok, gen)
 if f ~= 'ok' then return f end

@@ -1,17 +1,18 @@
--- enqueue: ARGV P, id, prov, tier, timeout_ms, origin, otok, olease_ms,
+-- enqueue: ARGV P, C, prov, id, tier, timeout_ms, origin, otok, olease_ms,
 -- request, depth, max_jobs, max_base, meta_bytes, ep, tenant, stream
 -- The depth check and the insert are this one step, so concurrent
--- ingress replicas cannot both take the last slot.
-local id, prov, tier = ARGV[2], ARGV[3], tonumber(ARGV[4])
-local timeout, org, otok, olease = tonumber(ARGV[5]), ARGV[6], ARGV[7], tonumber(ARGV[8])
-local req, depth, max_jobs, max_base = ARGV[9], tonumber(ARGV[10]), tonumber(ARGV[11]), tonumber(ARGV[12])
-local meta = tonumber(ARGV[13])
+-- ingress replicas cannot both take the last slot. Every bound is this
+-- provider's queue's.
+local id, prov, tier = ARGV[4], PROV, tonumber(ARGV[5])
+local timeout, org, otok, olease = tonumber(ARGV[6]), ARGV[7], ARGV[8], tonumber(ARGV[9])
+local req, depth, max_jobs, max_base = ARGV[10], tonumber(ARGV[11]), tonumber(ARGV[12]), tonumber(ARGV[13])
+local meta = tonumber(ARGV[14])
 local fmt = redis.call('GET', P .. 'format')
 if fmt and fmt ~= '1' then return {'incompatible', fmt} end
 if not fmt then redis.call('SET', P .. 'format', '1') end
 if redis.call('EXISTS', job(id)) == 1 then return {'exists'} end
 local now = now_ms()
-if redis.call('ZCARD', P .. 'w:' .. prov) >= depth then return {'full', 'queue'} end
+if redis.call('ZCARD', P .. 'w') >= depth then return {'full', 'queue'} end
 local rb = #req + meta
 -- Retention: finished records past their readback window go first, in a
 -- small fixed batch; live jobs are never evicted.
@@ -33,12 +34,11 @@ local seq = redis.call('INCR', P .. 'seq')
 local score = (1000 - tier) * 1e12 + (seq % 1e12)
 redis.call('HSET', job(id), 'st', 'waiting', 'prov', prov, 'tier', I(tier), 'score', I(score), 'gen', '0',
   'tok', '', 'wrk', '', 'dlv', '0', 'dl', I(now + timeout), 'to', I(timeout), 'org', org, 'otok', otok,
-  'rb', I(rb), 'tb', '0', 'ep', ARGV[14], 'tenant', ARGV[15], 'stream', ARGV[16], 'created', I(now))
+  'rb', I(rb), 'tb', '0', 'ep', ARGV[15], 'tenant', ARGV[16], 'stream', ARGV[17], 'created', I(now))
 redis.call('SET', P .. 'r:' .. id, req)
-redis.call('ZADD', P .. 'w:' .. prov, I(score), id)
+redis.call('ZADD', P .. 'w', I(score), id)
 redis.call('ZADD', P .. 'jobs', I(now), id)
 if org ~= '' then redis.call('ZADD', P .. 'origins', I(math.min(now + olease, now + timeout)), id) end
 acct_add('base', rb)
-redis.call('SADD', P .. 'provs', prov)
-redis.call('PUBLISH', P .. 'wake', prov)
+redis.call('PUBLISH', C .. 'wake', prov)
 return {'ok', I(now), I(now + timeout)}

@@ -1,7 +1,7 @@
--- origin: ARGV P, id, otok, olease_ms, ack. The origin renews its claim
+-- origin: ARGV P, C, prov, id, otok, olease_ms, ack. The origin renews its claim
 -- on a job (never past the job's deadline) and learns its state and
 -- generation; with ack=1 it has read the terminal and the record goes.
-local id, otok, olease, ack = ARGV[2], ARGV[3], tonumber(ARGV[4]), ARGV[5]
+local id, otok, olease, ack = ARGV[4], ARGV[5], tonumber(ARGV[6]), ARGV[7]
 local h = fields(id)
 if not h then return {'missing', '0'} end
 if h.otok ~= otok then return {'lost', h.gen or '0'} end

@@ -15,9 +15,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"log/slog"
 	"strconv"
-	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -63,15 +62,18 @@ var (
 	scriptDLQ       = redis.NewScript(luaCommon + luaDLQ)
 )
 
-// Format is this code's record format; Namespace holds it. A later format
-// gets its own namespace and runs beside this one.
+// Format is this code's record format; every provider queue of the
+// namespace holds it. A later format gets its own namespace (a new tag
+// version) and runs beside this one.
 const (
 	Format = "1"
-	// Namespace's hash tag puts every key of the queue in one Redis
-	// Cluster slot: its transitions touch a job's records, its
-	// provider's queue and the fleet-wide indexes and byte accounting
-	// together.
-	Namespace = "switchboard:{q:v1}:"
+	// Root starts every key and channel name of the queue.
+	Root = "switchboard:"
+	// Namespace is the key prefix of one provider's queue, spelled for
+	// people (logs, health detail): each provider's queue is its own hash
+	// tag, so a Redis Cluster spreads the queues over its masters (see
+	// ProviderPrefix).
+	Namespace = Root + "{q:v1:<provider>}:"
 	// metaBytes is each job's allowance for its record, waiting-state
 	// cancellation envelope and DLQ note, counted with its request.
 	metaBytes = 4096
@@ -112,9 +114,7 @@ type Options struct {
 	DLQMax             int
 	DLQBytes           int64
 	DLQTTL             time.Duration
-	// Prefix overrides Namespace (tests run several queues on one server);
-	// one without a hash tag gets "{q}:" appended, so that its keys share
-	// a slot.
+	// Prefix overrides Root (tests run several queues on one server).
 	Prefix string
 }
 
@@ -150,17 +150,19 @@ func (o *Options) defaults() {
 	def(&o.DLQBytes, do.DLQBytes)
 	def(&o.DLQTTL, do.DLQTTL)
 	if o.Prefix == "" {
-		o.Prefix = Namespace
-	}
-	if !strings.Contains(o.Prefix, "{") {
-		o.Prefix += "{q}:"
+		o.Prefix = Root
 	}
 }
 
-// Queue is one namespace on one Redis server.
+// Queue is the namespace on one Redis (a server or a cluster): one queue
+// per provider, each in its own slot.
 type Queue struct {
 	c    redis.UniversalClient
 	opts atomic.Pointer[Options]
+	// configured lists the providers of the config in force (SetProviders).
+	configured atomic.Pointer[func() []string]
+	// listed holds the providers this process has put in the directory.
+	listed sync.Map
 }
 
 // New wraps c; it does not talk to Redis (see Check).
@@ -192,25 +194,12 @@ func Dial(url string, command, connect time.Duration, pool int) (redis.Universal
 // Client is the Redis client the queue runs on.
 func (q *Queue) Client() redis.UniversalClient { return q.c }
 
-// keys is what every transition declares: a key of the namespace, which
-// routes it (in a cluster) to the slot the namespace's tag names; the
-// scripts build the other names from the prefix.
-func (q *Queue) keys() []string { return []string{q.opts.Load().Prefix + "format"} }
-
-// Check refuses a namespace written in another format: a replica must not
-// start against records it would misread.
-func (q *Queue) Check(ctx context.Context) error {
-	v, err := q.c.Get(ctx, q.opts.Load().Prefix+"format").Result()
-	if errors.Is(err, redis.Nil) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	if v != Format {
-		return fmt.Errorf("%w: %s holds format %q, this build reads %q", ErrIncompatible, q.opts.Load().Prefix, v, Format)
-	}
-	return nil
+// run runs s in prov's slot: it declares a key of that provider's queue,
+// which routes it (in a cluster) to the slot the provider's tag names; the
+// script builds the other names from the prefix it is given.
+func (q *Queue) run(ctx context.Context, s *redis.Script, prov string, args ...any) *redis.Cmd {
+	p := q.ProviderPrefix(prov)
+	return s.Run(ctx, q.c, []string{p + "format"}, append([]any{p, q.channels(), prov}, args...)...)
 }
 
 // NewID returns a random job id (also used for tokens).
@@ -241,20 +230,26 @@ type Enqueued struct {
 }
 
 // Enqueue admits j into its provider's waiting queue; ErrFull (wrapped,
-// naming the bound) when it is at depth or retention is exhausted.
+// naming the bound) when that queue is at depth or its retention is
+// exhausted.
 func (q *Queue) Enqueue(ctx context.Context, j *Job) (Enqueued, error) {
+	if !validProvider(j.Provider) {
+		return Enqueued{}, fmt.Errorf("enqueue: bad provider name %q", j.Provider)
+	}
 	stream := "0"
 	if j.Stream {
 		stream = "1"
 	}
-	res, err := scriptEnqueue.Run(ctx, q.c, q.keys(), q.opts.Load().Prefix, j.ID, j.Provider, max(0, min(j.Tier, 1000)),
-		j.Timeout.Milliseconds(), j.Origin, j.OToken, q.opts.Load().OriginLease.Milliseconds(), j.Request,
-		q.opts.Load().Depth, q.opts.Load().RetainedJobs, q.opts.Load().RetainedBase, metaBytes, j.Endpoint, j.Tenant, stream).StringSlice()
+	o := q.opts.Load()
+	res, err := q.run(ctx, scriptEnqueue, j.Provider, j.ID, max(0, min(j.Tier, 1000)),
+		j.Timeout.Milliseconds(), j.Origin, j.OToken, o.OriginLease.Milliseconds(), j.Request,
+		o.Depth, o.RetainedJobs, o.RetainedBase, metaBytes, j.Endpoint, j.Tenant, stream).StringSlice()
 	if err != nil {
 		return Enqueued{}, err
 	}
 	switch {
 	case len(res) >= 3 && res[0] == "ok":
+		q.list(ctx, j.Provider)
 		return Enqueued{Deadline: msTime(res[2])}, nil
 	case len(res) >= 2 && res[0] == "full":
 		return Enqueued{}, fmt.Errorf("%w (%s)", ErrFull, res[1])
@@ -295,37 +290,6 @@ type Skipped struct{ ID, Why string }
 
 func (s *Skipped) Error() string { return "skipped job " + s.ID + ": " + s.Why }
 
-// Lease takes the best waiting job among caps (rotating from start), or
-// returns nil, nil when none can be leased now. A *Skipped error reports
-// a record dropped on the way; call again.
-func (q *Queue) Lease(ctx context.Context, worker string, caps []Cap, start int) (*Lease, error) {
-	if len(caps) == 0 {
-		return nil, nil
-	}
-	tok := NewID()
-	args := make([]any, 0, 10+2*len(caps))
-	args = append(args, q.opts.Load().Prefix, worker, tok, q.opts.Load().Lease.Milliseconds(), q.opts.Load().UnaryTerminal, q.opts.Load().StreamTerminal,
-		q.opts.Load().RetainedTerminal, q.opts.Load().ResultTTL.Milliseconds(), start%len(caps), len(caps))
-	for _, c := range caps {
-		args = append(args, c.Provider, c.Limit)
-	}
-	res, err := scriptLease.Run(ctx, q.c, q.keys(), args...).StringSlice()
-	if err != nil {
-		return nil, err
-	}
-	switch {
-	case len(res) == 0:
-		return nil, nil
-	case res[0] == "skip" && len(res) >= 3:
-		return nil, &Skipped{ID: res[1], Why: res[2]}
-	case res[0] == "job" && len(res) >= 8:
-		d, _ := strconv.Atoi(res[3])
-		return &Lease{ID: res[1], Token: tok, Gen: res[2], Deliveries: d, Deadline: msTime(res[4]), Now: msTime(res[5]),
-			Provider: res[6], Request: []byte(res[7])}, nil
-	}
-	return nil, fmt.Errorf("lease: unexpected reply %v", res)
-}
-
 func fenced(s string, err error) error {
 	if err != nil {
 		return err
@@ -345,7 +309,7 @@ func fenced(s string, err error) error {
 
 // Heartbeat extends l by the lease time; ErrLost or ErrCanceled say to stop.
 func (q *Queue) Heartbeat(ctx context.Context, l *Lease) error {
-	return fenced(scriptHeartbeat.Run(ctx, q.c, q.keys(), q.opts.Load().Prefix, l.ID, l.Token, l.Gen, q.opts.Load().Lease.Milliseconds()).Text())
+	return fenced(q.run(ctx, scriptHeartbeat, l.Provider, l.ID, l.Token, l.Gen, q.opts.Load().Lease.Milliseconds()).Text())
 }
 
 // Message kinds on an origin's channel.
@@ -359,19 +323,19 @@ const (
 
 // Publish sends one message to the job's origin, fenced by l.
 func (q *Queue) Publish(ctx context.Context, l *Lease, kind string, seq int, payload []byte) error {
-	return fenced(scriptPublish.Run(ctx, q.c, q.keys(), q.opts.Load().Prefix, l.ID, l.Token, l.Gen, kind, seq, payload).Text())
+	return fenced(q.run(ctx, scriptPublish, l.Provider, l.ID, l.Token, l.Gen, kind, seq, payload).Text())
 }
 
 // Complete stores terminal as the job's result, fenced by l.
 func (q *Queue) Complete(ctx context.Context, l *Lease, terminal []byte) error {
-	return fenced(scriptComplete.Run(ctx, q.c, q.keys(), q.opts.Load().Prefix, l.ID, l.Token, l.Gen, terminal,
+	return fenced(q.run(ctx, scriptComplete, l.Provider, l.ID, l.Token, l.Gen, terminal,
 		q.opts.Load().ResultTTL.Milliseconds(), inlineMax).Text())
 }
 
 // Requeue gives l back (or dead-letters the job after max deliveries):
 // dead reports the latter.
 func (q *Queue) Requeue(ctx context.Context, l *Lease, why string) (dead bool, err error) {
-	s, err := scriptRequeue.Run(ctx, q.c, q.keys(), q.opts.Load().Prefix, l.ID, l.Token, l.Gen, why, q.opts.Load().MaxDeliveries,
+	s, err := q.run(ctx, scriptRequeue, l.Provider, l.ID, l.Token, l.Gen, why, q.opts.Load().MaxDeliveries,
 		q.opts.Load().ResultTTL.Milliseconds()).Text()
 	switch {
 	case err != nil:
@@ -384,21 +348,22 @@ func (q *Queue) Requeue(ctx context.Context, l *Lease, why string) (dead bool, e
 	return false, fenced(s, nil)
 }
 
-// Cancel cancels job id on behalf of its origin (otok; "" = operator).
-// It reports the state the job was in ("waiting" and "leased" mean this
-// call canceled it).
-func (q *Queue) Cancel(ctx context.Context, id, otok string) (string, error) {
-	return scriptCancel.Run(ctx, q.c, q.keys(), q.opts.Load().Prefix, id, otok, q.opts.Load().ResultTTL.Milliseconds()).Text()
+// Cancel cancels job id of prov's queue on behalf of its origin (otok;
+// "" = operator). It reports the state the job was in ("waiting" and
+// "leased" mean this call canceled it).
+func (q *Queue) Cancel(ctx context.Context, prov, id, otok string) (string, error) {
+	return q.run(ctx, scriptCancel, prov, id, otok, q.opts.Load().ResultTTL.Milliseconds()).Text()
 }
 
-// OriginState renews the origin's claim and reports the job's state and
-// generation; ack=true releases a finished job's record instead.
-func (q *Queue) OriginState(ctx context.Context, id, otok string, ack bool) (state, gen string, err error) {
+// OriginState renews the origin's claim on job id of prov's queue and
+// reports the job's state and generation; ack=true releases a finished
+// job's record instead.
+func (q *Queue) OriginState(ctx context.Context, prov, id, otok string, ack bool) (state, gen string, err error) {
 	a := "0"
 	if ack {
 		a = "1"
 	}
-	res, err := scriptOrigin.Run(ctx, q.c, q.keys(), q.opts.Load().Prefix, id, otok, q.opts.Load().OriginLease.Milliseconds(), a).StringSlice()
+	res, err := q.run(ctx, scriptOrigin, prov, id, otok, q.opts.Load().OriginLease.Milliseconds(), a).StringSlice()
 	if err != nil {
 		return "", "", err
 	}
@@ -408,61 +373,12 @@ func (q *Queue) OriginState(ctx context.Context, id, otok string, ack bool) (sta
 	return res[0], res[1], nil
 }
 
-// Terminal reads a finished job's stored result (nil when none).
-func (q *Queue) Terminal(ctx context.Context, id string) ([]byte, error) {
-	b, err := q.c.Get(ctx, q.opts.Load().Prefix+"t:"+id).Bytes()
+// Terminal reads the stored result of job id of prov's queue (nil when
+// none).
+func (q *Queue) Terminal(ctx context.Context, prov, id string) ([]byte, error) {
+	b, err := q.c.Get(ctx, q.ProviderPrefix(prov)+"t:"+id).Bytes()
 	if errors.Is(err, redis.Nil) {
 		return nil, nil
 	}
 	return b, err
-}
-
-// Reaped counts one reaper pass's work. Canceled counts jobs whose origin
-// went silent and jobs whose worker was lost after their stream reached
-// the client (never rerun).
-type Reaped struct{ Requeued, Dead, Canceled, Reclaimed int }
-
-// Reap runs one bounded pass (see reap.lua). Any replica may run it; each
-// step is atomic, so concurrent reapers never double-handle a job.
-func (q *Queue) Reap(ctx context.Context) (Reaped, error) {
-	res, err := scriptReap.Run(ctx, q.c, q.keys(), q.opts.Load().Prefix, reapBatch, q.opts.Load().MaxDeliveries, q.opts.Load().ResultTTL.Milliseconds(),
-		q.opts.Load().DLQMax, q.opts.Load().DLQBytes, q.opts.Load().DLQTTL.Milliseconds()).Int64Slice()
-	if err != nil {
-		return Reaped{}, err
-	}
-	if len(res) < 4 {
-		return Reaped{}, fmt.Errorf("reap: unexpected reply %v", res)
-	}
-	return Reaped{int(res[0]), int(res[1]), int(res[2]), int(res[3])}, nil
-}
-
-// Channel names.
-func (q *Queue) originChannel(origin string) string { return q.opts.Load().Prefix + "o:" + origin }
-func (q *Queue) workerChannel(worker string) string { return q.opts.Load().Prefix + "wk:" + worker }
-func (q *Queue) wakeChannel() string                { return q.opts.Load().Prefix + "wake" }
-
-// Reaper runs Reap every interval until ctx ends, reporting each pass
-// that did something.
-func (q *Queue) Reaper(ctx context.Context, interval time.Duration, log *slog.Logger, report func(Reaped)) {
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		rctx, cancel := context.WithTimeout(ctx, q.OpTimeout())
-		r, err := q.Reap(rctx)
-		cancel()
-		if err != nil {
-			if ctx.Err() == nil {
-				log.Debug("queue: reaper pass failed", "error", err.Error())
-			}
-			continue
-		}
-		if r != (Reaped{}) && report != nil {
-			report(r)
-		}
-	}
 }

@@ -140,7 +140,7 @@ func TestFencingAfterLeaseExpiry(t *testing.T) {
 	if err := q.Complete(bg, repl, []byte("fresh")); err != nil {
 		t.Fatal(err)
 	}
-	if b, _ := q.Terminal(bg, j.ID); string(b) != "fresh" {
+	if b, _ := q.Terminal(bg, "a", j.ID); string(b) != "fresh" {
 		t.Fatalf("terminal %q", b)
 	}
 }
@@ -166,7 +166,7 @@ func TestLostWorkerAfterStreamHeadIsCanceledNotRequeued(t *testing.T) {
 	if again, _ := q.Lease(bg, "w2", []Cap{{Provider: "a"}}, 0); again != nil {
 		t.Fatalf("a job whose stream reached the client was leased again: %+v", again)
 	}
-	if st, _, err := q.OriginState(bg, j.ID, j.OToken, false); err != nil || st != "canceled" {
+	if st, _, err := q.OriginState(bg, "a", j.ID, j.OToken, false); err != nil || st != "canceled" {
 		t.Fatalf("state %q %v, want canceled", st, err)
 	}
 }
@@ -233,10 +233,10 @@ func TestCancelLeasedJob(t *testing.T) {
 	j := job("a", 0)
 	q.Enqueue(bg, j)
 	l := mustLease(t, q)
-	if st, err := q.Cancel(bg, j.ID, "wrong-origin-token"); err != nil || st != "lost" {
+	if st, err := q.Cancel(bg, "a", j.ID, "wrong-origin-token"); err != nil || st != "lost" {
 		t.Fatalf("foreign cancel: %s %v", st, err)
 	}
-	if st, err := q.Cancel(bg, j.ID, "ot"); err != nil || st != "leased" {
+	if st, err := q.Cancel(bg, "a", j.ID, "ot"); err != nil || st != "leased" {
 		t.Fatalf("cancel: %s %v", st, err)
 	}
 	select {
@@ -253,7 +253,7 @@ func TestCancelLeasedJob(t *testing.T) {
 	if err := q.Complete(bg, l, []byte("late")); !errors.Is(err, ErrCanceled) {
 		t.Fatalf("complete after cancel: %v", err)
 	}
-	b, _ := q.Terminal(bg, j.ID)
+	b, _ := q.Terminal(bg, "a", j.ID)
 	if e := ParseTerminal(b); e.Kind != "canceled" {
 		t.Fatalf("terminal %q", b)
 	}
@@ -304,7 +304,7 @@ func TestOriginReceivesFencedMessages(t *testing.T) {
 	if strings.Join(got, ",") != "H:head,C:one,T:done" {
 		t.Fatalf("messages %v", got)
 	}
-	if st, _, err := q.OriginState(bg, j.ID, j.OToken, true); err != nil || st != "acked" {
+	if st, _, err := q.OriginState(bg, "a", j.ID, j.OToken, true); err != nil || st != "acked" {
 		t.Fatalf("ack %s %v", st, err)
 	}
 	if s, _ := q.Stats(bg); s.Retained != 0 || s.BaseBytes != 0 || s.TerminalBytes != 0 {
@@ -382,8 +382,9 @@ func TestRetentionAndDLQBoundsUnderFlood(t *testing.T) {
 // and a namespace in another format is refused.
 func TestForeignRecords(t *testing.T) {
 	q, _ := open(t, Options{})
-	q.c.ZAdd(bg, Namespace+"w:a", redis.Z{Score: 1, Member: "junk"})
-	q.c.HSet(bg, Namespace+"j:junk", "st", "waiting")
+	q.SetProviders(func() []string { return []string{"a"} })
+	q.c.ZAdd(bg, q.ProviderPrefix("a")+"w", redis.Z{Score: 1, Member: "junk"})
+	q.c.HSet(bg, q.ProviderPrefix("a")+"j:junk", "st", "waiting")
 	_, err := q.Lease(bg, "w", []Cap{{Provider: "a"}}, 0)
 	var sk *Skipped
 	if !errors.As(err, &sk) || sk.ID != "junk" {
@@ -395,7 +396,7 @@ func TestForeignRecords(t *testing.T) {
 	if err := q.Check(bg); err != nil {
 		t.Fatal(err)
 	}
-	q.c.Set(bg, Namespace+"format", "2", 0)
+	q.c.Set(bg, q.ProviderPrefix("a")+"format", "2", 0)
 	if err := q.Check(bg); !errors.Is(err, ErrIncompatible) {
 		t.Fatalf("check: %v", err)
 	}
@@ -467,7 +468,7 @@ func TestMalformedFieldsGoToTheDLQ(t *testing.T) {
 			if field == "prov" {
 				v = ""
 			}
-			q.c.HSet(bg, Namespace+"j:"+bad.ID, field, v)
+			q.c.HSet(bg, q.ProviderPrefix("a")+"j:"+bad.ID, field, v)
 			_, err := q.Lease(bg, "w", []Cap{{Provider: "a"}}, 0)
 			var sk *Skipped
 			if !errors.As(err, &sk) || sk.ID != bad.ID || !strings.Contains(sk.Why, "field "+field) || !strings.Contains(sk.Why, "dead-lettered") {
@@ -498,7 +499,7 @@ func TestMalformedFieldsGoToTheDLQ(t *testing.T) {
 		j := job("a", 0)
 		q.Enqueue(bg, j)
 		l := mustLease(t, q)
-		q.c.HSet(bg, Namespace+"j:"+j.ID, "score", "NaN")
+		q.c.HSet(bg, q.ProviderPrefix("a")+"j:"+j.ID, "score", "NaN")
 		if err := q.Heartbeat(bg, l); !errors.Is(err, ErrLost) {
 			t.Fatalf("heartbeat on a corrupted record: %v", err)
 		}
@@ -510,8 +511,8 @@ func TestMalformedFieldsGoToTheDLQ(t *testing.T) {
 	})
 	t.Run("counters", func(t *testing.T) {
 		q, _ := open(t, Options{})
-		q.c.HSet(bg, Namespace+"acct", "term", "garbage", "base", "1e400")
-		q.c.Set(bg, Namespace+"seq", "abc", 0)
+		q.c.HSet(bg, q.ProviderPrefix("a")+"acct", "term", "garbage", "base", "1e400")
+		q.c.Set(bg, q.ProviderPrefix("a")+"seq", "abc", 0)
 		j := job("a", 0)
 		if _, err := q.Enqueue(bg, j); err != nil {
 			t.Fatal(err)
@@ -531,7 +532,7 @@ func TestZeroOptionsAreTheConfigDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := OptionsOf(&cfg.Queue)
-	want.Prefix = Namespace
+	want.Prefix = Root
 	if got := New(nil, Options{}).Options(); got != want {
 		t.Fatalf("zero options became %+v, want the config's defaults %+v", got, want)
 	}

@@ -1,18 +1,19 @@
--- reap: ARGV P, batch, max_deliveries, ttl_ms, dlq_max, dlq_bytes,
+-- reap: ARGV P, C, prov, batch, max_deliveries, ttl_ms, dlq_max, dlq_bytes,
 -- dlq_ttl_ms. One bounded pass: expired leases are requeued (or
 -- dead-lettered after max_deliveries; canceled once stream bytes were
 -- published, since those reached the client), jobs whose origin went silent are
 -- canceled, finished records past readback and DLQ entries past their
--- bounds are reclaimed. Returns the counts.
-local batch, maxd, ttl = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
-local dlq_max, dlq_bytes, dlq_ttl = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
+-- bounds are reclaimed. Returns the counts, then how many job records and
+-- DLQ entries the queue still holds.
+local batch, maxd, ttl = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
+local dlq_max, dlq_bytes, dlq_ttl = tonumber(ARGV[7]), tonumber(ARGV[8]), tonumber(ARGV[9])
 local now = now_ms()
 local requeued, dead, canceled, reclaimed = 0, 0, 0, 0
 for _, id in ipairs(redis.call('ZRANGEBYSCORE', P .. 'leases', '-inf', I(now), 'LIMIT', 0, batch)) do
   local h = fields(id)
   if not h or h.st ~= 'leased' then
     redis.call('ZREM', P .. 'leases', id)
-    if h then redis.call('ZREM', P .. 'p:' .. (h.prov or ''), id) end
+    if h then redis.call('ZREM', P .. 'p', id) end
   elseif malformed(h) then
     -- Corrupted while leased: its worker's fenced calls already fail.
     to_dlq(id, h, 'malformed job record (field ' .. malformed(h) .. ' is not what the queue writes)', ttl, now)
@@ -30,9 +31,9 @@ for _, id in ipairs(redis.call('ZRANGEBYSCORE', P .. 'leases', '-inf', I(now), '
   else
     unlease(id, h, 0)
     redis.call('HSET', job(id), 'st', 'waiting', 'tok', '', 'err', 'lease expired (worker lost)')
-    redis.call('ZADD', P .. 'w:' .. h.prov, h.score, id)
+    redis.call('ZADD', P .. 'w', h.score, id)
     notify(h.org, id, h.gen, 'R', 0, '')
-    redis.call('PUBLISH', P .. 'wake', h.prov)
+    redis.call('PUBLISH', C .. 'wake', PROV)
     requeued = requeued + 1
   end
 end
@@ -61,4 +62,4 @@ while k < batch and (redis.call('ZCARD', P .. 'dlq') > dlq_max or acct_num('dlqb
   dlq_drop(old[1])
   k = k + 1
 end
-return {requeued, dead, canceled, reclaimed}
+return {requeued, dead, canceled, reclaimed, redis.call('ZCARD', P .. 'jobs'), redis.call('ZCARD', P .. 'dlq')}

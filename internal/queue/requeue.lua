@@ -1,7 +1,7 @@
--- requeue: ARGV P, id, token, gen, why, max_deliveries, ttl_ms. A worker
+-- requeue: ARGV P, C, prov, id, token, gen, why, max_deliveries, ttl_ms. A worker
 -- gives a delivery back (it cannot route the job, or is stopping); after
 -- max_deliveries the job is dead-lettered instead.
-local id, tok, gen, why, maxd, ttl = ARGV[2], ARGV[3], ARGV[4], ARGV[5], tonumber(ARGV[6]), tonumber(ARGV[7])
+local id, tok, gen, why, maxd, ttl = ARGV[4], ARGV[5], ARGV[6], ARGV[7], tonumber(ARGV[8]), tonumber(ARGV[9])
 local h = fields(id)
 local f = fence(h, tok, gen)
 if f ~= 'ok' then return f end
@@ -12,7 +12,7 @@ if num(h.dlv) >= maxd then
 end
 unlease(id, h, 0)
 redis.call('HSET', job(id), 'st', 'waiting', 'err', why)
-redis.call('ZADD', P .. 'w:' .. h.prov, h.score, id)
+redis.call('ZADD', P .. 'w', h.score, id)
 notify(h.org, id, gen, 'R', 0, '')
-redis.call('PUBLISH', P .. 'wake', h.prov)
+redis.call('PUBLISH', C .. 'wake', PROV)
 return 'requeued'

@@ -32,6 +32,8 @@ type Worker struct {
 	mu      sync.Mutex
 	running map[string]context.CancelCauseFunc
 	wg      sync.WaitGroup
+	// busy remembers which provider queues had work (see lease.go).
+	busy busy
 }
 
 // Causes of a delivery's context ending.
@@ -102,6 +104,9 @@ func (w *Worker) Start(ctx context.Context) {
 	go func() {
 		for m := range ps.Channel(redis.WithChannelSize(1024)) {
 			if m.Channel == w.Q.wakeChannel() {
+				// A wake-up names the provider whose queue has work (or
+				// room): its queue is tried first.
+				w.busy.set(m.Payload, true)
 				select {
 				case wake <- struct{}{}:
 				default:
@@ -167,7 +172,7 @@ func (w *Worker) Start(ctx context.Context) {
 func (w *Worker) lease(ctx context.Context, start int) (*Lease, error) {
 	lctx, cancel := context.WithTimeout(ctx, w.Q.OpTimeout())
 	defer cancel()
-	return w.Q.Lease(lctx, w.ID, w.Caps(), start)
+	return w.Q.leaseAmong(lctx, w.ID, w.Caps(), start, &w.busy)
 }
 
 // deliver runs one delivery with its heartbeat.

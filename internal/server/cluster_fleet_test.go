@@ -101,6 +101,7 @@ func TestClusterFleet(t *testing.T) {
 				{"budget holds to the nano-USD", spendCapHolds},
 				{"admin key created and revoked fleet-wide", adminRevoke},
 				{"idempotent duplicates coalesced across ingress replicas", duplicatesAcrossIngress},
+				{"provider queues on their own slots", providerQueuesSpread},
 			} {
 				t.Run(tc.name, func(t *testing.T) {
 					if err := c.Flush(); err != nil {

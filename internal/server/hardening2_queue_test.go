@@ -27,7 +27,7 @@ func TestQueueMalformedHeadDoesNotStopWorkers(t *testing.T) {
 	if _, err := q.Enqueue(context.Background(), bad); err != nil {
 		t.Fatal(err)
 	}
-	c.HSet(context.Background(), queue.Namespace+"j:"+bad.ID, "gen", "zero")
+	c.HSet(context.Background(), q.ProviderPrefix("a")+"j:"+bad.ID, "gen", "zero")
 	reps = append(reps, startQueued(t, srv, mockYAML("m", "a"), "", workerOnly)...)
 	start := time.Now()
 	if a := reps[0].post("/v1/chat/completions", chatBody); a.Status != 200 {
