@@ -129,4 +129,5 @@ func workerHop(b *testing.B, caps []Cap, prov string) {
 	}
 	slices.Sort(took)
 	b.ReportMetric(float64(took[len(took)/2].Microseconds()), "p50-µs")
+	b.ReportMetric(float64(w.handoffs.Load())/float64(b.N+warm), "handed/job")
 }

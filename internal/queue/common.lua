@@ -15,6 +15,11 @@
 --   P..'leases', P..'origins', P..'done', P..'dlq', P..'jobs'  indexes
 --   P..'acct'     hash: base, term, dlqb (bytes held)
 --   P..'seq', P..'format'
+--   P..'idle'     hash: a standing worker's token → its lease terms
+--                 ("limit lease_ms unary_reserve stream_reserve max_term
+--                 worker"); P..'idlex' the same tokens by expiry
+--   P..'hd:'..tok the job an enqueue handed to that standing token (until
+--                 the worker's next lease with it, or the lease time)
 -- No key name is built from a record's fields, so a corrupted record
 -- cannot make a script reach into another slot.
 -- Times are Redis TIME in milliseconds: no host clock decides anything.
@@ -91,8 +96,29 @@ local function unlease(id, h, used)
   acct_add('term', used - tb)
   redis.call('HSET', job(id), 'tb', I(used))
   -- A provider slot and terminal capacity just freed: a job waiting for
-  -- either can be leased now, not at the workers' next idle poll.
-  redis.call('PUBLISH', C .. 'wake', PROV)
+  -- either can be leased now, not at the workers' next idle poll. With
+  -- none waiting, no worker is woken for nothing.
+  if redis.call('ZCARD', P .. 'w') > 0 then redis.call('PUBLISH', C .. 'wake', PROV) end
+end
+
+-- lease_to leases waiting job id to worker wrk under token tok for lease
+-- ms, reserving res bytes of terminal capacity; it returns the delivery's
+-- generation and delivery count.
+local function lease_to(id, wrk, tok, lease, res, now)
+  local gen = redis.call('HINCRBY', job(id), 'gen', 1)
+  local dlv = redis.call('HINCRBY', job(id), 'dlv', 1)
+  redis.call('ZREM', P .. 'w', id)
+  redis.call('HSET', job(id), 'st', 'leased', 'tok', tok, 'wrk', wrk, 'tb', I(res))
+  redis.call('ZADD', P .. 'leases', I(now + lease), id)
+  redis.call('ZADD', P .. 'p', I(now + lease), id)
+  acct_add('term', res)
+  return gen, dlv
+end
+
+-- unstand withdraws a standing worker's token (see lease.lua).
+local function unstand(tok)
+  redis.call('HDEL', P .. 'idle', tok)
+  redis.call('ZREM', P .. 'idlex', tok)
 end
 
 -- fields reads a job hash into a table (nil when absent).

@@ -107,7 +107,7 @@ func TestWorkerHintKeepsTurns(t *testing.T) {
 	b.set("b", true)
 	var got []string
 	for i := range 6 {
-		l, err := q.leaseAmong(bg, "w", caps, i, &b)
+		l, err := q.leaseAmong(bg, "w", caps, i, &b, nil)
 		if err != nil || l == nil {
 			t.Fatalf("lease %d: %v %v", i, l, err)
 		}
@@ -251,7 +251,7 @@ func TestLeaseFromTheBusyQueueIsOneRoundTrip(t *testing.T) {
 		want int64
 	}{{"told", &busy{has: map[string]bool{"d": true}}, 1}, {"not told", nil, 2}} {
 		h.n.Store(0)
-		l, err := q.leaseAmong(bg, "w", caps, 0, tc.busy)
+		l, err := q.leaseAmong(bg, "w", caps, 0, tc.busy, nil)
 		if err != nil || l == nil || l.Provider != "d" {
 			t.Fatalf("%s: %+v %v", tc.name, l, err)
 		}

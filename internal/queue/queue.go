@@ -335,8 +335,23 @@ func (q *Queue) Complete(ctx context.Context, l *Lease, terminal []byte) error {
 // Requeue gives l back (or dead-letters the job after max deliveries):
 // dead reports the latter.
 func (q *Queue) Requeue(ctx context.Context, l *Lease, why string) (dead bool, err error) {
+	return q.requeue(ctx, l, why, false)
+}
+
+// giveBack returns a handed delivery the worker never started: the job
+// waits again, and the delivery is not counted.
+func (q *Queue) giveBack(ctx context.Context, l *Lease, why string) error {
+	_, err := q.requeue(ctx, l, why, true)
+	return err
+}
+
+func (q *Queue) requeue(ctx context.Context, l *Lease, why string, unstarted bool) (dead bool, err error) {
+	u := "0"
+	if unstarted {
+		u = "1"
+	}
 	s, err := q.run(ctx, scriptRequeue, l.Provider, l.ID, l.Token, l.Gen, why, q.opts.Load().MaxDeliveries,
-		q.opts.Load().ResultTTL.Milliseconds()).Text()
+		q.opts.Load().ResultTTL.Milliseconds(), u).Text()
 	switch {
 	case err != nil:
 		return false, err

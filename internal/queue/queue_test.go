@@ -405,27 +405,42 @@ func TestForeignRecords(t *testing.T) {
 	}
 }
 
-// Freeing a provider slot or terminal capacity wakes the workers, so a
-// job waiting for either is leased at once, not at the next idle poll.
+// Freeing a provider slot or terminal capacity wakes the workers when a
+// job waits for either, so it is leased at once, not at the next idle
+// poll; with nothing waiting, no worker is woken for nothing.
 func TestReleaseWakesWorkers(t *testing.T) {
-	q, _ := open(t, Options{})
-	q.Enqueue(bg, job("a", 0))
-	l := mustLease(t, q)
-	ps := q.c.Subscribe(bg, q.wakeChannel())
-	defer ps.Close()
-	if _, err := ps.Receive(bg); err != nil {
-		t.Fatal(err)
-	}
-	if err := q.Complete(bg, l, []byte("x")); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case m := <-ps.Channel():
-		if m.Payload != "a" {
-			t.Fatalf("wake %q", m.Payload)
-		}
-	case <-time.After(time.Second):
-		t.Fatal("no wake after the lease was released")
+	for _, tc := range []struct {
+		name    string
+		waiting bool
+		want    string
+	}{{"a job waits", true, "a"}, {"nothing waits", false, "marker"}} {
+		t.Run(tc.name, func(t *testing.T) {
+			q, _ := open(t, Options{})
+			q.Enqueue(bg, job("a", 0))
+			l := mustLease(t, q, Cap{Provider: "a", Limit: 1})
+			if tc.waiting {
+				q.Enqueue(bg, job("a", 0)) // waits for the provider's slot
+			}
+			ps := q.c.Subscribe(bg, q.wakeChannel())
+			defer ps.Close()
+			if _, err := ps.Receive(bg); err != nil {
+				t.Fatal(err)
+			}
+			if err := q.Complete(bg, l, []byte("x")); err != nil {
+				t.Fatal(err)
+			}
+			// Messages on a channel arrive in order: the first one read is
+			// the release's wake-up if there was one, else this marker.
+			q.c.Publish(bg, q.wakeChannel(), "marker")
+			select {
+			case m := <-ps.Channel():
+				if m.Payload != tc.want {
+					t.Fatalf("first message %q, want %q", m.Payload, tc.want)
+				}
+			case <-time.After(5 * time.Second):
+				t.Fatal("no message on the wake channel")
+			}
+		})
 	}
 }
 

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -34,7 +36,23 @@ type Worker struct {
 	wg      sync.WaitGroup
 	// busy remembers which provider queues had work (see lease.go).
 	busy busy
+	// stand holds the standing tokens an enqueue can hand jobs to.
+	stand    standby
+	slots    chan struct{}
+	stopping bool // under mu: no delivery starts any more
+	// handoffs counts the deliveries that came by hand-off messages.
+	handoffs atomic.Int64
 }
+
+// idlePoll is how often an idle worker leases anyway: a wake-up can be
+// lost, a full terminal pool frees without one, and each poll renews the
+// worker's standing by (standFor).
+const idlePoll = 200 * time.Millisecond
+
+// handWait bounds how long a handed delivery waits for a free slot (the
+// lease loop holds one for a moment while it leases); past it the job is
+// given back for another worker.
+const handWait = 50 * time.Millisecond
 
 // Causes of a delivery's context ending.
 var (
@@ -93,43 +111,59 @@ func (d *Delivery) Requeue(why string) (dead bool, err error) {
 // Start runs the lease loop until ctx ends, then waits for the running
 // deliveries to finish (a stopping worker drains: its jobs keep their
 // heartbeat and end by their own deadline at the latest).
+//
+// Deliveries come two ways: the worker's own lease calls, and hand-offs,
+// which an enqueue sends on the worker's channel while it stands by idle
+// (lease.lua, enqueue.lua). A handed delivery that finds no free slot, or
+// a stopping worker, is given back uncounted.
 func (w *Worker) Start(ctx context.Context) {
 	if w.ID == "" {
 		w.ID = NewID()
 	}
 	w.running = map[string]context.CancelCauseFunc{}
+	w.slots = make(chan struct{}, max(1, w.Concurrency))
+	base := context.WithoutCancel(ctx)
 	ps := w.Q.c.Subscribe(ctx, w.Q.wakeChannel(), w.Q.workerChannel(w.ID))
-	defer ps.Close()
 	wake := make(chan struct{}, 1)
+	poke := func() {
+		select {
+		case wake <- struct{}{}:
+		default:
+		}
+	}
+	var handed sync.WaitGroup // handed deliveries being started or given back
+	psDone := make(chan struct{})
 	go func() {
+		defer close(psDone)
 		for m := range ps.Channel(redis.WithChannelSize(1024)) {
-			if m.Channel == w.Q.wakeChannel() {
+			switch {
+			case m.Channel == w.Q.wakeChannel():
 				// A wake-up names the provider whose queue has work (or
 				// room): its queue is tried first.
 				w.busy.set(m.Payload, true)
-				select {
-				case wake <- struct{}{}:
-				default:
+				poke()
+			case strings.HasPrefix(m.Payload, "+"):
+				w.takeHanded(base, m.Payload, &handed)
+				// Its token is spent: the loop stands by under a new one.
+				poke()
+			default:
+				id, _, _ := strings.Cut(m.Payload, "\n")
+				w.mu.Lock()
+				cancel := w.running[id]
+				w.mu.Unlock()
+				if cancel != nil {
+					cancel(errCanceledByOrigin)
 				}
-				continue
-			}
-			id, _, _ := strings.Cut(m.Payload, "\n")
-			w.mu.Lock()
-			cancel := w.running[id]
-			w.mu.Unlock()
-			if cancel != nil {
-				cancel(errCanceledByOrigin)
 			}
 		}
 	}()
-	slots := make(chan struct{}, max(1, w.Concurrency))
 	start := 0
 	down := false // Redis failing: logged once, and once when it answers again
-	idle := time.NewTicker(200 * time.Millisecond)
+	idle := time.NewTicker(idlePoll)
 	defer idle.Stop()
 	for ctx.Err() == nil {
 		select {
-		case slots <- struct{}{}:
+		case w.slots <- struct{}{}:
 		case <-ctx.Done():
 			continue
 		}
@@ -140,7 +174,7 @@ func (w *Worker) Start(ctx context.Context) {
 			w.Log.Info("queue: leasing jobs again")
 		}
 		if l == nil {
-			<-slots
+			<-w.slots
 			var sk *Skipped
 			if errors.As(err, &sk) {
 				w.Log.Warn("queue: skipped a waiting job", "job", sk.ID, "why", sk.Why)
@@ -162,17 +196,115 @@ func (w *Worker) Start(ctx context.Context) {
 		w.wg.Add(1)
 		go func() {
 			defer w.wg.Done()
-			defer func() { <-slots }()
-			w.deliver(context.WithoutCancel(ctx), l)
+			defer func() { <-w.slots }()
+			w.deliver(base, l)
 		}()
 	}
+	w.mu.Lock()
+	w.stopping = true
+	w.mu.Unlock()
+	w.withdraw()
 	w.wg.Wait()
+	ps.Close()
+	<-psDone
+	handed.Wait()
+}
+
+// takeHanded starts a delivery an enqueue handed to this worker (payload
+// as enqueue.lua sends it), or gives it back.
+func (w *Worker) takeHanded(base context.Context, payload string, handed *sync.WaitGroup) {
+	l, ok := parseHanded(payload)
+	if !ok {
+		w.Log.Warn("queue: ignoring a malformed hand-off message", "bytes", len(payload))
+		return
+	}
+	prov, ok := w.stand.claim(l.Token, l.ID)
+	if !ok {
+		return // the lease's reply brought it first, or not this worker's
+	}
+	l.Provider = prov
+	w.handoffs.Add(1)
+	// start runs l in the slot the caller took, unless the worker stops.
+	start := func() bool {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		if w.stopping {
+			<-w.slots
+			return false
+		}
+		w.wg.Add(1)
+		go func() {
+			defer w.wg.Done()
+			defer func() { <-w.slots }()
+			w.deliver(base, l)
+		}()
+		return true
+	}
+	select {
+	case w.slots <- struct{}{}:
+		if start() {
+			return
+		}
+	default:
+	}
+	handed.Add(1)
+	go func() {
+		defer handed.Done()
+		t := time.NewTimer(handWait)
+		defer t.Stop()
+		select {
+		case w.slots <- struct{}{}:
+			if start() {
+				return
+			}
+		case <-t.C:
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), w.Q.OpTimeout())
+		defer cancel()
+		if err := w.Q.giveBack(ctx, l, "handed to a worker with no free slot"); err != nil && !errors.Is(err, ErrLost) {
+			// Its lease expires and the reaper requeues it.
+			w.Log.Warn("queue: could not give back a handed job", "job", l.ID, "error", err.Error())
+		}
+	}()
+}
+
+// parseHanded reads "+token\nid\ngen\ndeliveries\ndeadline\nnow\nrequest".
+func parseHanded(p string) (*Lease, bool) {
+	f := strings.SplitN(strings.TrimPrefix(p, "+"), "\n", 7)
+	if len(f) < 7 {
+		return nil, false
+	}
+	d, err := strconv.Atoi(f[3])
+	if err != nil {
+		return nil, false
+	}
+	return &Lease{Token: f[0], ID: f[1], Gen: f[2], Deliveries: d, Deadline: msTime(f[4]), Now: msTime(f[5]),
+		Request: []byte(f[6])}, true
+}
+
+// withdraw ends a stopping worker's standing by in every queue (best
+// effort: a standing lapses by itself after standFor, and a job handed
+// meanwhile is given back).
+func (w *Worker) withdraw() {
+	toks := w.stand.standing()
+	if len(toks) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), w.Q.OpTimeout())
+	defer cancel()
+	pipe := w.Q.c.Pipeline()
+	for prov, tok := range toks {
+		p := w.Q.ProviderPrefix(prov)
+		pipe.HDel(ctx, p+"idle", tok)
+		pipe.ZRem(ctx, p+"idlex", tok)
+	}
+	_, _ = pipe.Exec(ctx)
 }
 
 func (w *Worker) lease(ctx context.Context, start int) (*Lease, error) {
 	lctx, cancel := context.WithTimeout(ctx, w.Q.OpTimeout())
 	defer cancel()
-	return w.Q.leaseAmong(lctx, w.ID, w.Caps(), start, &w.busy)
+	return w.Q.leaseAmong(lctx, w.ID, w.Caps(), start, &w.busy, &w.stand)
 }
 
 // deliver runs one delivery with its heartbeat.
