@@ -234,7 +234,9 @@ func (w *jobWriter) Write(b []byte) (int, error) {
 	return len(b), nil
 }
 
-// Flush publishes a stream's pending bytes (the head first).
+// Flush publishes a stream's pending bytes (the head first), without
+// waiting for Redis (queue.Delivery.Send): a refusal stops the upstream
+// call at the next flush, and the completion waits for every message.
 func (w *jobWriter) Flush() {
 	if !w.stream || w.err != nil {
 		return
@@ -243,11 +245,11 @@ func (w *jobWriter) Flush() {
 	var err error
 	if !w.head {
 		t := queue.Terminal{Kind: "head", Status: w.status, Header: w.h, Body: w.buf}
-		err = w.d.Publish(queue.KindHead, 0, t.Encode())
+		err = w.d.Send(queue.KindHead, 0, t.Encode())
 		w.head = true
 	} else if len(w.buf) > 0 {
 		w.seq++
-		err = w.d.Publish(queue.KindChunk, w.seq, w.buf)
+		err = w.d.Send(queue.KindChunk, w.seq, w.buf)
 	}
 	w.buf = w.buf[:0]
 	if err != nil {

@@ -101,20 +101,6 @@ local function unlease(id, h, used)
   if redis.call('ZCARD', P .. 'w') > 0 then redis.call('PUBLISH', C .. 'wake', PROV) end
 end
 
--- lease_to leases waiting job id to worker wrk under token tok for lease
--- ms, reserving res bytes of terminal capacity; it returns the delivery's
--- generation and delivery count.
-local function lease_to(id, wrk, tok, lease, res, now)
-  local gen = redis.call('HINCRBY', job(id), 'gen', 1)
-  local dlv = redis.call('HINCRBY', job(id), 'dlv', 1)
-  redis.call('ZREM', P .. 'w', id)
-  redis.call('HSET', job(id), 'st', 'leased', 'tok', tok, 'wrk', wrk, 'tb', I(res))
-  redis.call('ZADD', P .. 'leases', I(now + lease), id)
-  redis.call('ZADD', P .. 'p', I(now + lease), id)
-  acct_add('term', res)
-  return gen, dlv
-end
-
 -- unstand withdraws a standing worker's token (see lease.lua).
 local function unstand(tok)
   redis.call('HDEL', P .. 'idle', tok)

@@ -60,20 +60,25 @@ if timeout > 0 and redis.call('ZCARD', wkey) == 0 then
 end
 local seq = redis.call('INCR', P .. 'seq')
 local score = (1000 - tier) * 1e12 + (seq % 1e12)
-redis.call('HSET', job(id), 'st', 'waiting', 'prov', prov, 'tier', I(tier), 'score', I(score), 'gen', '0',
-  'tok', '', 'wrk', '', 'dlv', '0', 'dl', I(now + timeout), 'to', I(timeout), 'org', org, 'otok', otok,
-  'rb', I(rb), 'tb', '0', 'ep', ARGV[15], 'tenant', ARGV[16], 'stream', ARGV[17], 'created', I(now))
+-- A handed job is written leased at once: generation and delivery 1, the
+-- terminal capacity reserved (what lease.lua would do).
+local st, gen, dlv, tok, wrk, tb = 'waiting', '0', '0', '', '', '0'
+if hand then st, gen, dlv, tok, wrk, tb = 'leased', '1', '1', hand.tok, hand.wrk, I(hand.res) end
+redis.call('HSET', job(id), 'st', st, 'prov', prov, 'tier', I(tier), 'score', I(score), 'gen', gen,
+  'tok', tok, 'wrk', wrk, 'dlv', dlv, 'dl', I(now + timeout), 'to', I(timeout), 'org', org, 'otok', otok,
+  'rb', I(rb), 'tb', tb, 'ep', ARGV[15], 'tenant', ARGV[16], 'stream', ARGV[17], 'created', I(now))
 redis.call('SET', P .. 'r:' .. id, req)
 redis.call('ZADD', P .. 'jobs', I(now), id)
 if org ~= '' then redis.call('ZADD', P .. 'origins', I(math.min(now + olease, now + timeout)), id) end
 acct_add('base', rb)
 if hand then
-  local gen, dlv = lease_to(id, hand.wrk, hand.tok, hand.lease, hand.res, now)
-  redis.call('SET', P .. 'hd:' .. hand.tok, id, 'PX', I(hand.lease))
+  redis.call('ZADD', P .. 'leases', I(now + hand.lease), id)
+  redis.call('ZADD', P .. 'p', I(now + hand.lease), id)
+  acct_add('term', hand.res)
+  redis.call('SET', P .. 'hd:' .. tok, id, 'PX', I(hand.lease))
   -- The delivery: '+' (no job id starts so), then the lease's fields as
   -- lease.lua returns them, the request last.
-  redis.call('PUBLISH', C .. 'wk:' .. hand.wrk, '+' .. hand.tok .. '\n' .. id .. '\n' .. I(gen) .. '\n' .. I(dlv) .. '\n' ..
-    I(now + timeout) .. '\n' .. I(now) .. '\n' .. req)
+  redis.call('PUBLISH', C .. 'wk:' .. wrk, '+' .. tok .. '\n' .. id .. '\n1\n1\n' .. I(now + timeout) .. '\n' .. I(now) .. '\n' .. req)
 else
   redis.call('ZADD', wkey, I(score), id)
   redis.call('PUBLISH', C .. 'wake', prov)

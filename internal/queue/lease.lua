@@ -76,6 +76,12 @@ end
 local res = ures
 if h.stream == '1' then res = sres end
 if acct_num('term') + res > max_term then return idle() end
-local gen, dlv = lease_to(id, wrk, tok, lease, res, now)
+local gen = redis.call('HINCRBY', job(id), 'gen', 1)
+local dlv = redis.call('HINCRBY', job(id), 'dlv', 1)
+redis.call('ZREM', wkey, id)
+redis.call('HSET', job(id), 'st', 'leased', 'tok', tok, 'wrk', wrk, 'tb', I(res))
+redis.call('ZADD', P .. 'leases', I(now + lease), id)
+redis.call('ZADD', P .. 'p', I(now + lease), id)
+acct_add('term', res)
 local req = redis.call('GET', P .. 'r:' .. id) or ''
 return {'job', id, I(gen), I(dlv), h.dl, I(now), PROV, req}

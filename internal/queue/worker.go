@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -67,6 +68,7 @@ type Delivery struct {
 	opTimout time.Duration
 	lostOnce sync.Once
 	onLost   func()
+	send     sender // see send.go
 }
 
 // noteLost reports a lost lease once per delivery, whichever transition
@@ -93,15 +95,22 @@ func (d *Delivery) Publish(kind string, seq int, payload []byte) error {
 	return d.noteLost(d.q.Publish(ctx, d.Lease, kind, seq, payload))
 }
 
-// Complete stores the terminal, fenced.
+// Complete stores the terminal, fenced, after every message sent.
 func (d *Delivery) Complete(terminal []byte) error {
+	if err := d.Flush(); err != nil {
+		return err
+	}
 	ctx, cancel := d.ctx()
 	defer cancel()
 	return d.noteLost(d.q.Complete(ctx, d.Lease, terminal))
 }
 
-// Requeue gives the job back (dead-lettered after max deliveries).
+// Requeue gives the job back (dead-lettered after max deliveries), after
+// every message sent.
 func (d *Delivery) Requeue(why string) (dead bool, err error) {
+	if err := d.Flush(); err != nil {
+		return false, err
+	}
 	ctx, cancel := d.ctx()
 	defer cancel()
 	dead, err = d.q.Requeue(ctx, d.Lease, why)
@@ -143,9 +152,7 @@ func (w *Worker) Start(ctx context.Context) {
 				w.busy.set(m.Payload, true)
 				poke()
 			case strings.HasPrefix(m.Payload, "+"):
-				w.takeHanded(base, m.Payload, &handed)
-				// Its token is spent: the loop stands by under a new one.
-				poke()
+				w.takeHanded(base, m.Payload, &handed, poke)
 			default:
 				id, _, _ := strings.Cut(m.Payload, "\n")
 				w.mu.Lock()
@@ -212,7 +219,7 @@ func (w *Worker) Start(ctx context.Context) {
 
 // takeHanded starts a delivery an enqueue handed to this worker (payload
 // as enqueue.lua sends it), or gives it back.
-func (w *Worker) takeHanded(base context.Context, payload string, handed *sync.WaitGroup) {
+func (w *Worker) takeHanded(base context.Context, payload string, handed *sync.WaitGroup, poke func()) {
 	l, ok := parseHanded(payload)
 	if !ok {
 		w.Log.Warn("queue: ignoring a malformed hand-off message", "bytes", len(payload))
@@ -224,6 +231,13 @@ func (w *Worker) takeHanded(base context.Context, payload string, handed *sync.W
 	}
 	l.Provider = prov
 	w.handoffs.Add(1)
+	// Its token is spent: the worker stands by in that queue again under a
+	// new one, off the delivery's path.
+	handed.Add(1)
+	go func() {
+		defer handed.Done()
+		w.restand(prov, poke)
+	}()
 	// start runs l in the slot the caller took, unless the worker stops.
 	start := func() bool {
 		w.mu.Lock()
@@ -266,6 +280,26 @@ func (w *Worker) takeHanded(base context.Context, payload string, handed *sync.W
 			w.Log.Warn("queue: could not give back a handed job", "job", l.ID, "error", err.Error())
 		}
 	}()
+}
+
+// restand stands the worker by in prov's queue under its next token, if
+// it has a free slot; work found waiting there wakes the lease loop.
+func (w *Worker) restand(prov string, poke func()) {
+	if len(w.slots) >= cap(w.slots) {
+		return // busy: its lease loop stands by again when a slot frees
+	}
+	i := slices.IndexFunc(w.Caps(), func(c Cap) bool { return c.Provider == prov })
+	if i < 0 {
+		return
+	}
+	c := w.Caps()[i]
+	ctx, cancel := context.WithTimeout(context.Background(), w.Q.OpTimeout())
+	defer cancel()
+	lk := lookReply(scriptLease.Run(ctx, w.Q.c, []string{w.Q.ProviderPrefix(prov) + "format"},
+		w.Q.leaseArgs(w.ID, w.stand.token(prov), c, true, "look")...))
+	if lk.err != nil || lk.waiting > 0 || lk.handed {
+		poke()
+	}
 }
 
 // parseHanded reads "+token\nid\ngen\ndeliveries\ndeadline\nnow\nrequest".
