@@ -61,16 +61,13 @@ func BenchmarkJobRoundTrip(b *testing.B) {
 }
 
 // BenchmarkWorkerHop is one unary job from enqueue to the origin's notice
-// through a worker running in the same process (role all): enqueue, the
-// worker's wake-up (the wake channel's pub/sub message) and lease, its
-// completion, the origin's notice: what the queue adds to a request's
-// path at the least, as p50-µs. (Poking an in-process worker directly
-// instead of through pub/sub was tried, alternating jobs with and without
-// it: no difference in the medians, 0.8–1.4 ms either way on a loaded
-// machine; the four Redis round trips are the cost, not the wake-up.)
-// providers=4 is a worker configured with four providers of which one
-// (the last in its rotation) has work: each provider's queue is its own
-// slot, and the lease must still find the job in one round trip.
+// through a worker running in the same process (role all): the enqueue,
+// which hands the job to the idle worker standing by (handed/job says how
+// many were), the delivery's pub/sub message, the worker's completion and
+// the origin's notice: what the queue adds to a request's path at the
+// least, as p50-µs. providers=4 is a worker configured with four
+// providers of which one (the last in its rotation) has work: each
+// provider's queue is its own slot, and the worker stands by in every one.
 func BenchmarkWorkerHop(b *testing.B) {
 	for _, n := range []int{1, 4} {
 		b.Run(fmt.Sprintf("providers=%d", n), func(b *testing.B) {

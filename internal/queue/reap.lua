@@ -49,6 +49,9 @@ for _, id in ipairs(redis.call('ZRANGEBYSCORE', P .. 'done', '-inf', I(now), 'LI
   drop(id, fields(id))
   reclaimed = reclaimed + 1
 end
+-- Standings of workers gone (a live worker renews its own, and its lease
+-- calls clear a few), so a queue no worker leases from keeps none.
+for _, t in ipairs(redis.call('ZRANGEBYSCORE', P .. 'idlex', '-inf', I(now), 'LIMIT', 0, batch)) do unstand(t) end
 local function dlq_drop(id)
   local h = fields(id)
   if h then drop(id, h) else redis.call('ZREM', P .. 'dlq', id) end
