@@ -288,11 +288,12 @@ func (w *Worker) restand(prov string, poke func()) {
 	if len(w.slots) >= cap(w.slots) {
 		return // busy: its lease loop stands by again when a slot frees
 	}
-	i := slices.IndexFunc(w.Caps(), func(c Cap) bool { return c.Provider == prov })
+	caps := w.Caps()
+	i := slices.IndexFunc(caps, func(c Cap) bool { return c.Provider == prov })
 	if i < 0 {
-		return
+		return // no longer configured here
 	}
-	c := w.Caps()[i]
+	c := caps[i]
 	ctx, cancel := context.WithTimeout(context.Background(), w.Q.OpTimeout())
 	defer cancel()
 	lk := lookReply(scriptLease.Run(ctx, w.Q.c, []string{w.Q.ProviderPrefix(prov) + "format"},
