@@ -212,6 +212,7 @@ func (w *Worker) Start(ctx context.Context) {
 	w.mu.Unlock()
 	w.withdraw()
 	w.wg.Wait()
+	w.withdraw() // a delivery that ended meanwhile may have stood by again
 	ps.Close()
 	<-psDone
 	handed.Wait()
@@ -231,14 +232,11 @@ func (w *Worker) takeHanded(base context.Context, payload string, handed *sync.W
 	}
 	l.Provider = prov
 	w.handoffs.Add(1)
-	// Its token is spent: the worker stands by in that queue again under a
-	// new one, off the delivery's path.
-	handed.Add(1)
-	go func() {
-		defer handed.Done()
-		w.restand(prov, poke)
-	}()
 	// start runs l in the slot the caller took, unless the worker stops.
+	// Its token is spent: the worker stands by in that queue again under a
+	// new one once the delivery ends (or at its next idle poll, whichever
+	// first), not as it starts, where the call would compete with the
+	// delivery's own first steps.
 	start := func() bool {
 		w.mu.Lock()
 		defer w.mu.Unlock()
@@ -249,8 +247,9 @@ func (w *Worker) takeHanded(base context.Context, payload string, handed *sync.W
 		w.wg.Add(1)
 		go func() {
 			defer w.wg.Done()
-			defer func() { <-w.slots }()
 			w.deliver(base, l)
+			<-w.slots
+			w.restand(prov, poke)
 		}()
 		return true
 	}
@@ -285,8 +284,11 @@ func (w *Worker) takeHanded(base context.Context, payload string, handed *sync.W
 // restand stands the worker by in prov's queue under its next token, if
 // it has a free slot; work found waiting there wakes the lease loop.
 func (w *Worker) restand(prov string, poke func()) {
-	if len(w.slots) >= cap(w.slots) {
-		return // busy: its lease loop stands by again when a slot frees
+	w.mu.Lock()
+	stopping := w.stopping
+	w.mu.Unlock()
+	if stopping || len(w.slots) >= cap(w.slots) {
+		return // stopping, or busy: its lease loop stands by when a slot frees
 	}
 	caps := w.Caps()
 	i := slices.IndexFunc(caps, func(c Cap) bool { return c.Provider == prov })
