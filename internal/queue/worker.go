@@ -95,9 +95,12 @@ func (d *Delivery) Publish(kind string, seq int, payload []byte) error {
 	return d.noteLost(d.q.Publish(ctx, d.Lease, kind, seq, payload))
 }
 
-// Complete stores the terminal, fenced, after every message sent.
+// Complete stores the terminal, fenced, after every message sent. A
+// message that Redis failed to take (not a refusal) does not keep the
+// terminal from being stored: the origin finds the gap by the terminal's
+// chunk count.
 func (d *Delivery) Complete(terminal []byte) error {
-	if err := d.Flush(); err != nil {
+	if err := d.Flush(); errors.Is(err, ErrLost) || errors.Is(err, ErrCanceled) {
 		return err
 	}
 	ctx, cancel := d.ctx()
@@ -108,7 +111,7 @@ func (d *Delivery) Complete(terminal []byte) error {
 // Requeue gives the job back (dead-lettered after max deliveries), after
 // every message sent.
 func (d *Delivery) Requeue(why string) (dead bool, err error) {
-	if err := d.Flush(); err != nil {
+	if err := d.Flush(); errors.Is(err, ErrLost) || errors.Is(err, ErrCanceled) {
 		return false, err
 	}
 	ctx, cancel := d.ctx()
