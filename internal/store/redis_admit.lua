@@ -31,7 +31,12 @@ local function reply(code, index, wait, held, spent, recorded, reqs, oldest, ref
 end
 
 local ledger = ARGV[15] == '1'
-if ledger then
+
+-- reclaim drops live holds past their expiry, a batch at a time. They
+-- are what crashed attempts left (a settled attempt removes its own), so
+-- it runs when the holds are full and once a minute per ledger (at the
+-- first admission counted in a new minute), not on every decision.
+local function reclaim()
   local gone = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', sec, 'LIMIT', 0, tonumber(ARGV[14]))
   if #gone > 0 then redis.call('ZREM', KEYS[1], unpack(gone)) end
 end
@@ -122,8 +127,14 @@ end
 -- The live holds and the spend window. Only a budgeted attempt takes a
 -- live hold; when they are all taken it is refused (fail closed).
 local budgeted = ARGV[7] == '1'
-if budgeted and redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[11]) then
-  return reply(4, 0, 0, 0, 0, 0, reqs, oldest, {}, {})
+if budgeted then
+  local maxHolds = tonumber(ARGV[11])
+  if redis.call('ZCARD', KEYS[1]) >= maxHolds then
+    reclaim()
+    if redis.call('ZCARD', KEYS[1]) >= maxHolds then
+      return reply(4, 0, 0, 0, 0, 0, reqs, oldest, {}, {})
+    end
+  end
 end
 local wkey = KEYS[4] .. ':' .. ws
 local w = redis.call('HMGET', wkey, 'r', 's', 'x')
@@ -155,6 +166,7 @@ if count > 0 or est > 0 then
   redis.call('HSET', KEYS[2], 'r' .. minute, I(num(curR) + count), 'k' .. minute, I(num(curK) + est),
     'R', I(reqs + count), 'K', I(toks + est))
   if not curR then
+    reclaim()
     redis.call('ZADD', KEYS[3], minute, minute)
     local dayEnd = (minute + dayMinutes) * 60 + 60
     redis.call('EXPIREAT', KEYS[2], I(dayEnd))

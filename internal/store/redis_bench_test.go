@@ -29,7 +29,8 @@ import (
 // scripts (INFO commandstats: wall time inside the call, so a busy
 // machine inflates it), redis-cpu-µs/op the redis-server process's CPU
 // (INFO cpu) per decision or metered request, and client-cpu-µs/op this
-// process's CPU (the store, go-redis and the benchmark loop).
+// process's CPU (the store, go-redis and the benchmark loop), and
+// redis-calls/op the commands the scripts ran per decision or request.
 func BenchmarkRedisAdmit(b *testing.B) {
 	srv := redistest.Start(b)
 	s, err := OpenRedis(RedisOptions{URL: srv.URL})
@@ -107,6 +108,18 @@ func BenchmarkRedisAdmit(b *testing.B) {
 		b.ReportMetric((redisCPU()-cpu0)*1e6/float64(b.N), "redis-cpu-µs/op")
 		b.ReportMetric((ownCPU()-own0)*1e6/float64(b.N), "client-cpu-µs/op")
 		info := s.c.Info(ctx, "commandstats").Val()
+		// Commands the scripts ran (every command but the scripts' own
+		// calls, INFO and CONFIG), per decision or metered request.
+		var inner int64
+		for _, l := range strings.Fields(info) {
+			name, rest, ok := strings.Cut(strings.TrimPrefix(l, "cmdstat_"), ":calls=")
+			if !ok || name == "evalsha" || name == "eval" || name == "info" || strings.HasPrefix(name, "config") {
+				continue
+			}
+			n, _ := strconv.ParseInt(rest[:strings.IndexByte(rest, ',')], 10, 64)
+			inner += n
+		}
+		b.ReportMetric(float64(inner)/float64(b.N), "redis-calls/op")
 		if i := strings.Index(info, "cmdstat_evalsha:"); i >= 0 {
 			for _, f := range strings.Split(strings.Fields(info[i+len("cmdstat_evalsha:"):])[0], ",") {
 				if v, ok := strings.CutPrefix(f, "usec_per_call="); ok {

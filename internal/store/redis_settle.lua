@@ -47,28 +47,32 @@ if rd ~= 0 or sd ~= 0 then
     redis.call('HSET', KEYS[5], 'x', '1')
   end
   redis.call('HSET', KEYS[5], 'r', I(r), 's', I(s))
-  redis.call('EXPIREAT', KEYS[5], ARGV[10])
+  -- A window's expiry is fixed by its start: set when it appears (here
+  -- only if it had gone: an admission created it with its expiry).
+  if not w[1] and not w[2] then redis.call('EXPIREAT', KEYS[5], ARGV[10]) end
 end
 
 local td, minute, dayMinutes = tonumber(ARGV[4]), tonumber(ARGV[3]), tonumber(ARGV[9])
 local rq = tonumber(ARGV[13])
 local current = math.floor(sec / 60)
 if (td ~= 0 or rq ~= 0) and minute > current - dayMinutes then
-  -- Each counter of the minute moves by its delta, never below 0, and
-  -- the day's total (K, R) by what the minute's moved.
-  for _, c in ipairs({{'k', 'K', td}, {'r', 'R', rq}}) do
-    if c[3] ~= 0 then
-      local field = c[1] .. minute
-      local before = num(redis.call('HGET', KEYS[3], field))
-      local after = math.max(before + c[3], 0)
-      redis.call('HSET', KEYS[3], field, I(after))
-      redis.call('HINCRBY', KEYS[3], c[2], I(after - before))
-    end
+  -- One read and one write: each counter of the minute moves by its
+  -- delta, never below 0, and the day's total (K, R) by what the
+  -- minute's moved.
+  local kf, rf = 'k' .. minute, 'r' .. minute
+  local v = redis.call('HMGET', KEYS[3], kf, rf, 'K', 'R')
+  local k0, r0 = num(v[1]), num(v[2])
+  local k1, r1 = math.max(k0 + td, 0), math.max(r0 + rq, 0)
+  redis.call('HSET', KEYS[3], kf, I(k1), rf, I(r1), 'K', I(num(v[3]) + k1 - k0), 'R', I(num(v[4]) + r1 - r0))
+  -- The minute is indexed, and the keys live a day past the newest
+  -- minute, since its admission counted it; a minute new to the hash
+  -- (its admission counted nothing) joins the index here.
+  if not v[1] and not v[2] then
+    redis.call('ZADD', KEYS[4], minute, minute)
+    local dayEnd = (current + dayMinutes) * 60 + 60
+    redis.call('EXPIREAT', KEYS[3], I(dayEnd))
+    redis.call('EXPIREAT', KEYS[4], I(dayEnd))
   end
-  redis.call('ZADD', KEYS[4], minute, minute)
-  local dayEnd = (current + dayMinutes) * 60 + 60
-  redis.call('EXPIREAT', KEYS[3], I(dayEnd))
-  redis.call('EXPIREAT', KEYS[4], I(dayEnd))
 end
 
 adjust(5, 13, tonumber(ARGV[12]), id, now)
