@@ -66,7 +66,7 @@ func BenchmarkRedisAdmit(b *testing.B) {
 		}
 		s.SettleAsync(&Settlement{Now: a.Now, ID: a.ID, Tenant: a.Tenant, Minute: d.Minute, WindowSecs: 86400,
 			WindowStart: d.WindowStart, ReservedDelta: -d.Held, SettledDelta: 284000, TokenDelta: 60,
-			Adjust: []limit.Debit{{Key: "t:bench:tpm", Rate: meteredDebits[2].Rate, Cost: 60}},
+			Adjust:   []limit.Debit{{Key: "t:bench:tpm", Rate: meteredDebits[2].Rate, Cost: 60}},
 			Recorded: d.Recorded, Final: true}, func(err error) {
 			if err != nil {
 				b.Error(err)
