@@ -88,7 +88,7 @@ type TargetResult struct {
 	// StoreCPUPerOpUs is redis-server's CPU per request while this target
 	// ran (metered redis modes; only the gateway uses it).
 	StoreCPUPerOpUs float64 `json:"store_cpu_us_per_op,omitempty"`
-	MachineBusy       float64 `json:"machine_busy"`
+	MachineBusy     float64 `json:"machine_busy"`
 	// ForeignCPU is CPU used by processes outside this run, in cores: a
 	// shared machine's noise, made visible.
 	ForeignCPU float64          `json:"foreign_cpu_cores"`
