@@ -622,6 +622,7 @@ type acc struct {
 	perSec                    []int64
 	elapsed                   time.Duration
 	cpuProxy, cpuUp, cpuLG    int64
+	cpuStore                  int64 // redis-server's, metered redis modes
 	cpuOwn                    int64
 	busy, total               int64
 	rssIdle                   int64
@@ -746,6 +747,9 @@ func (h *harness) measure(m Mode, t *target, d time.Duration, a *acc, id string)
 	a.cpuProxy += cpu1[0] - cpu0[0]
 	a.cpuUp += cpu1[1] - cpu0[1]
 	a.cpuLG += cpu1[2] - cpu0[2]
+	if h.redis != nil {
+		a.cpuStore += cpu1[4] - cpu0[4]
+	}
 	a.busy += b1 - b0
 	a.total += t1 - t0
 	for i := range pids {
@@ -872,6 +876,7 @@ func finish(m Mode, t *target, a *acc) *TargetResult {
 	if ops > 0 {
 		tr.ProxyCPUPerOpUs = float64(a.cpuProxy) / 1e3 / float64(ops)
 		tr.LoadgenCPUPerOpUs = float64(a.cpuLG) / 1e3 / float64(ops)
+		tr.StoreCPUPerOpUs = float64(a.cpuStore) / 1e3 / float64(ops)
 	}
 	if a.total > 0 {
 		tr.MachineBusy = float64(a.busy) / float64(a.total)

@@ -148,7 +148,7 @@ func (u *tailUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	_, _ = w.Write(finishEvent)
+	_, _ = w.Write(finishEventOf(8))
 	_, _ = w.Write(doneEvent)
 	f.Flush()
 }

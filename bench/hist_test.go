@@ -61,7 +61,7 @@ func TestIntFieldAndStamp(t *testing.T) {
 	if string(d[:]) != "1764547200123456789" {
 		t.Errorf("stamp = %s", d[:])
 	}
-	if !json.Valid(b) || !json.Valid(unaryAnswer) || !json.Valid(tokenEvent[len("data: "):len(tokenEvent)-2]) {
+	if !json.Valid(b) || !json.Valid(unaryAnswers[1]) || !json.Valid(unaryAnswers[answerTokens]) || !json.Valid(finishEventOf(3)[len("data: "):len(finishEventOf(3))-2]) || !json.Valid(tokenEvent[len("data: "):len(tokenEvent)-2]) {
 		t.Error("a rendered body is not valid JSON")
 	}
 }

@@ -85,7 +85,10 @@ type TargetResult struct {
 	// Per op: per request, or per token chunk in streaming modes.
 	ProxyCPUPerOpUs   float64 `json:"proxy_cpu_us_per_op"`
 	LoadgenCPUPerOpUs float64 `json:"loadgen_cpu_us_per_op"`
-	MachineBusy       float64 `json:"machine_busy"`
+	// StoreCPUPerOpUs is redis-server's CPU per request while this target
+	// ran (metered redis modes; only the gateway uses it).
+	StoreCPUPerOpUs float64 `json:"store_cpu_us_per_op,omitempty"`
+	MachineBusy     float64 `json:"machine_busy"`
 	// ForeignCPU is CPU used by processes outside this run, in cores: a
 	// shared machine's noise, made visible.
 	ForeignCPU float64          `json:"foreign_cpu_cores"`
@@ -322,6 +325,9 @@ func rows(rep *Report, m *ModeResult) []row {
 		}
 		counts()
 		proxyMetric("proxy CPU µs / request", func(t *TargetResult) float64 { return t.ProxyCPUPerOpUs })
+		if m.Meter == meterRedis {
+			out = append(out, row{label: "redis-server CPU µs / request", vals: [3]string{"-", "-", fnum(g.StoreCPUPerOpUs)}})
+		}
 	default:
 		r := row{label: "streams ok / errors / cut / not sent"}
 		for i, t := range all {

@@ -30,18 +30,40 @@ const (
 	tsWidth       = 19 // digits of a Unix time in ns until the year 2286
 )
 
-var (
-	unaryAnswer = []byte(`{"id":"chatcmpl-bench0000000000000000000","object":"chat.completion","created":1764547200,` +
+// answerTokens is the unary answer's output; a request allowing fewer gets
+// that many instead, as a real provider never reports more than it was
+// allowed (the gateway would log and count every such answer as over
+// its bound, work no real deployment does per request).
+const answerTokens = 36
+
+// unaryAnswerOf is the unary answer reporting n output tokens.
+func unaryAnswerOf(n int) []byte {
+	return []byte(`{"id":"chatcmpl-bench0000000000000000000","object":"chat.completion","created":1764547200,` +
 		`"model":"` + upstreamModel + `","system_fingerprint":"fp_bench","choices":[{"index":0,"message":{"role":"assistant",` +
 		`"content":"The quick brown fox jumps over the lazy dog. This is the fixed answer of the benchmark upstream, long enough to look like a short completion."},` +
-		`"logprobs":null,"finish_reason":"stop"}],"usage":{"prompt_tokens":212,"completion_tokens":36,"total_tokens":248,` +
+		`"logprobs":null,"finish_reason":"stop"}],"usage":{"prompt_tokens":212,"completion_tokens":` + strconv.Itoa(n) +
+		`,"total_tokens":` + strconv.Itoa(212+n) + `,` +
 		`"prompt_tokens_details":{"cached_tokens":0},"completion_tokens_details":{"reasoning_tokens":0}}}`)
+}
+
+var (
+	// unaryAnswers[n] reports min(n, answerTokens) output tokens.
+	unaryAnswers = func() (a [answerTokens + 1][]byte) {
+		for n := range a {
+			a[n] = unaryAnswerOf(max(n, 1))
+		}
+		return a
+	}()
+	unaryLens = func() (l [answerTokens + 1][]string) {
+		for n := range l {
+			l[n] = []string{strconv.Itoa(len(unaryAnswers[n]))}
+		}
+		return l
+	}()
 	chunkHead  = `data: {"id":"chatcmpl-bench0000000000000000000","object":"chat.completion.chunk","created":1764547200,"model":"` + upstreamModel + `","system_fingerprint":"fp_bench",`
 	roleEvent  = []byte(chunkHead + `"choices":[{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}]}` + "\n\n")
 	tokenEvent = []byte(chunkHead + `"choices":[{"index":0,"delta":{"content":" token"},"logprobs":null,"finish_reason":null}],` +
 		tsKey + "0000000000000000000" + `"}` + "\n\n")
-	finishEvent = []byte(chunkHead + `"choices":[{"index":0,"delta":{},"logprobs":null,"finish_reason":"stop"}],` +
-		`"usage":{"prompt_tokens":212,"completion_tokens":200,"total_tokens":412}}` + "\n\n")
 	doneEvent = []byte("data: [DONE]\n\n")
 
 	tsOffset = bytes.Index(tokenEvent, []byte(tsKey)) + len(tsKey)
@@ -49,7 +71,6 @@ var (
 	hdrJSON   = []string{"application/json"}
 	hdrSSE    = []string{"text/event-stream"}
 	hdrNoCach = []string{"no-cache"}
-	hdrLen    = []string{strconv.Itoa(len(unaryAnswer))}
 )
 
 var bodyPool = sync.Pool{New: func() any { return new(bytes.Buffer) }}
@@ -76,10 +97,11 @@ func (upstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	h := w.Header()
 	if !stream {
+		n := min(max(tokens, 0), answerTokens)
 		h["Content-Type"] = hdrJSON
-		h["Content-Length"] = hdrLen
+		h["Content-Length"] = unaryLens[n]
 		w.WriteHeader(http.StatusOK)
-		_, _ = w.Write(unaryAnswer)
+		_, _ = w.Write(unaryAnswers[n])
 		return
 	}
 	h["Content-Type"] = hdrSSE
@@ -120,9 +142,17 @@ func (upstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	if write(finishEvent) {
+	// The finish reports the tokens sent, as a provider's would.
+	if write(finishEventOf(tokens)) {
 		write(doneEvent)
 	}
+}
+
+// finishEventOf is a stream's last chunk, reporting n output tokens.
+func finishEventOf(n int) []byte {
+	n = max(n, 1)
+	return []byte(chunkHead + `"choices":[{"index":0,"delta":{},"logprobs":null,"finish_reason":"stop"}],` +
+		`"usage":{"prompt_tokens":212,"completion_tokens":` + strconv.Itoa(n) + `,"total_tokens":` + strconv.Itoa(212+n) + `}}` + "\n\n")
 }
 
 // stamp writes n as exactly len(dst) decimal digits.

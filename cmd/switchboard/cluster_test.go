@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"strings"
@@ -41,6 +42,15 @@ func TestClusterProcesses(t *testing.T) {
 			if err != nil || status != 200 || !strings.HasPrefix(content(body), "answer "+id+" by "+second) {
 				t.Fatalf("%s: %d %v %q", id, status, err, body)
 			}
+		}
+		// An operator's shell with only SWITCHBOARD_REDIS_URL naming one
+		// node: the CLI finds out it is a cluster and reads every queue.
+		t.Chdir(t.TempDir())
+		t.Setenv("CONFIG_FILE", "")
+		t.Setenv("SWITCHBOARD_REDIS_URL", c.URL)
+		var out, errb bytes.Buffer
+		if code := run([]string{"queue", "stats"}, &out, &errb); code != 0 || !strings.Contains(out.String(), `"waiting"`) {
+			t.Fatalf("queue stats from the URL of a cluster node: exit %d: %s%s", code, out.String(), errb.String())
 		}
 	})
 }

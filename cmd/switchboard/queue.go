@@ -10,6 +10,7 @@ import (
 	"maps"
 	"os"
 	"slices"
+	"strings"
 	"time"
 
 	"switchboard/internal/config"
@@ -100,6 +101,7 @@ func queueCmd(args []string, stdout, stderr io.Writer) int {
 			return 1
 		}
 		cfg = env
+		detectCluster(&cfg.Redis, stderr)
 	}
 	if !cfg.Redis.Enabled() {
 		fmt.Fprintln(stderr, "the config has no redis.url (or SWITCHBOARD_REDIS_URL): there is no shared queue")
@@ -180,4 +182,26 @@ func openIdempotency(cfg *config.Config, st store.Store) (idempotency.Store, fun
 		return s, func() {}, err
 	}
 	return idempotency.NewMemory(lim, nil), func() {}, nil
+}
+
+// detectCluster asks the node SWITCHBOARD_REDIS_URL names whether it is
+// part of a Redis Cluster (INFO cluster), since a URL alone does not say
+// so and a single-server client gets MOVED from a cluster node. Without an
+// answer the URL is taken as one server, as before.
+func detectCluster(r *config.Redis, stderr io.Writer) {
+	if r.Cluster || r.Sentinel.Master != "" {
+		return
+	}
+	c, err := dialRedis(r, 1)
+	if err != nil {
+		return
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), r.ConnectTimeout.D()+r.CommandTimeout.D())
+	defer cancel()
+	info, err := c.Info(ctx, "cluster").Result()
+	if err == nil && strings.Contains(info, "cluster_enabled:1") {
+		r.Cluster = true
+		fmt.Fprintln(stderr, "note: SWITCHBOARD_REDIS_URL names a Redis Cluster node; using it as a seed of the cluster")
+	}
 }

@@ -120,6 +120,7 @@ func (p *Plane) RunJob(ctx context.Context, d *queue.Delivery) {
 		p.Jobs.ServeHTTP(jw, req)
 	}()
 	span.End(jw.status)
+	jw.retry = p.completeRetry(ctx)
 	if err := jw.finish(); err != nil && !errors.Is(err, queue.ErrCanceled) {
 		p.Log.WarnContext(rctx, "queue: the job's result was not stored", "job", d.ID, "error", err.Error())
 	}
@@ -181,6 +182,38 @@ type jobWriter struct {
 	head   bool
 	err    error // a fenced publish refused: canceled or lost
 	usage  []byte
+	// retry waits before the next try at storing the result after a
+	// failure that may pass (nil: do not try again).
+	retry func(try int, err error) bool
+}
+
+// completeRetry is how long a worker keeps trying to store a job's result
+// when Redis fails (a master failing over answers CLUSTERDOWN or refuses
+// connections for a few seconds): it waits 50 ms, doubling up to 1 s, for
+// as long as the lease lasts. Without it the client would wait for the
+// lease to expire and the job to run again. A fenced refusal (the job was
+// canceled, or its lease went to another worker) ends it at once; a try
+// whose reply was lost and that had in fact stored the result meets the
+// fence the next time, so the result is never stored twice.
+func (p *Plane) completeRetry(ctx context.Context) func(int, error) bool {
+	deadline := p.Clock.Now().Add(p.Q.Options().Lease)
+	return func(try int, err error) bool {
+		if errors.Is(err, queue.ErrLost) || errors.Is(err, queue.ErrCanceled) || errors.Is(err, queue.ErrTooLarge) {
+			return false
+		}
+		wait := min(50*time.Millisecond<<min(try, 5), time.Second)
+		if p.Clock.Now().Add(wait).After(deadline) {
+			return false
+		}
+		c, stop := p.Clock.After(wait)
+		defer stop()
+		select {
+		case <-c:
+			return true
+		case <-ctx.Done():
+			return false
+		}
+	}
 }
 
 var usageKey = []byte(`"usage"`)
@@ -285,10 +318,19 @@ func (w *jobWriter) finish() error {
 			t.Usage = []byte(u.Raw)
 		}
 	}
-	err := w.d.Complete(t.Encode())
+	err := w.complete(t.Encode())
 	if errors.Is(err, queue.ErrTooLarge) {
 		t = tooLargeTerminal(w.answer.Limit)
-		err = w.d.Complete(t.Encode())
+		err = w.complete(t.Encode())
+	}
+	return err
+}
+
+// complete stores the result, trying again while w.retry says so.
+func (w *jobWriter) complete(b []byte) error {
+	err := w.d.Complete(b)
+	for try := 0; err != nil && w.retry != nil && w.retry(try, err); try++ {
+		err = w.d.Complete(b)
 	}
 	return err
 }

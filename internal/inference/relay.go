@@ -33,7 +33,10 @@ func (s *Plane) setAnswerHeaders(w http.ResponseWriter, res *proxy.Result, rt *r
 	} else {
 		h.Set("X-Switchboard-Provider", res.Candidate.Provider)
 	}
-	if rt != nil {
+	switch {
+	case rt != nil && rt.ModelValue != nil:
+		h["X-Switchboard-Model"] = rt.ModelValue // shared: net/http never writes into a value slice
+	case rt != nil:
 		h["X-Switchboard-Model"] = []string{rt.Model.Name}
 	}
 	setFallbackHeader(h, res, rt)

@@ -20,7 +20,8 @@ import (
 type usageRecord struct {
 	row   usagelog.Row
 	tally admit.Tally
-	w     *usageWriter
+	w     *usageWriter // &wr: one allocation for both
+	wr    usageWriter
 	// ingress: a queued request refused before it was enqueued (the queue
 	// full or unreachable); no worker records it, so the ingress does.
 	ingress bool
@@ -37,7 +38,8 @@ func (s *Plane) beginUsage(w http.ResponseWriter, r *http.Request, in *incoming,
 	if s.UsageLog() == nil {
 		return w, r, nil
 	}
-	u := &usageRecord{w: &usageWriter{ResponseWriter: w}, row: s.usageRow(r, in.id, in.model, string(ep), in.stream), tags: in.tags}
+	u := &usageRecord{wr: usageWriter{ResponseWriter: w}, row: s.usageRow(r, in.id, in.model, string(ep), in.stream), tags: in.tags}
+	u.w = &u.wr
 	u.row.Tags = in.tags.Map()
 	ctx := context.WithValue(admit.WithTally(r.Context(), &u.tally), usageRecordKey{}, u)
 	return u.w, r.WithContext(ctx), u

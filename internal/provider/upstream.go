@@ -56,22 +56,20 @@ func (u *Upstream) URL(path string) string {
 // (without a leading slash, possibly with a query) as URL does.
 func JoinURL(base, query, path string) string {
 	p, pq, _ := strings.Cut(path, "?")
-	out := base
-	if p != "" {
-		if !strings.HasPrefix(p, "/") {
-			out += "/"
-		}
-		out += p
+	sep := ""
+	if p != "" && !strings.HasPrefix(p, "/") {
+		sep = "/"
 	}
+	// One concatenation each: one allocation per request, not two.
 	switch {
 	case query != "" && pq != "":
-		return out + "?" + query + "&" + pq
+		return base + sep + p + "?" + query + "&" + pq
 	case query != "":
-		return out + "?" + query
+		return base + sep + p + "?" + query
 	case pq != "":
-		return out + "?" + pq
+		return base + sep + p + "?" + pq
 	}
-	return out
+	return base + sep + p
 }
 
 // Bearer is the Authorization value for key k.

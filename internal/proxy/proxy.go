@@ -758,6 +758,11 @@ func (p *Proxy) send(ctx context.Context, c *Call, cand *route.Candidate, req *p
 	}
 }
 
+// optimistic makes sjson replace a "model" the body has in one copy (it
+// finds it as the general path would, and falls back to that path when the
+// body has none): the same bytes out, three allocations fewer.
+var optimistic = &sjson.Options{Optimistic: true}
+
 // request builds one attempt's provider request: the body with only
 // "model" rewritten (plus include_usage when metering needs it), the
 // entry's headers over the forwarded client headers.
@@ -780,9 +785,9 @@ func (p *Proxy) request(c *Call, cand *route.Candidate) (req *provider.Request, 
 	case ep == provider.GenerateContent || ep == provider.CountTokens:
 		// Gemini names the model in the URL (the provider's req.Model).
 	case cand.ModelJSON != nil:
-		body, err = sjson.SetRawBytes(body, "model", cand.ModelJSON)
+		body, err = sjson.SetRawBytesOptions(body, "model", cand.ModelJSON, optimistic)
 	default:
-		body, err = sjson.SetBytes(body, "model", cand.Model)
+		body, err = sjson.SetBytesOptions(body, "model", cand.Model, optimistic)
 	}
 	if err != nil {
 		return nil, false, false, &provider.Error{Kind: provider.KindBadResponse, Msg: "cannot rewrite model", Err: err}

@@ -66,6 +66,9 @@ type Route struct {
 	// context_length, else the largest catalog window of its providers'
 	// models when the catalog knows every one; 0 = unknown.
 	ContextLength int64
+	// ModelValue is Model.Name as a header value, made once (nil in
+	// hand-built routes: callers fall back).
+	ModelValue []string
 }
 
 // Serves reports whether any provider of r can serve ep.
@@ -97,7 +100,7 @@ func Compile(cfg *config.Config, build Builder) *Table {
 		instances[name] = build(pc)
 	}
 	for _, m := range cfg.Models {
-		r := &Route{Model: m, Primary: m.Primary(), Probing: cfg.ProbingFor(m),
+		r := &Route{Model: m, ModelValue: []string{m.Name}, Primary: m.Primary(), Probing: cfg.ProbingFor(m),
 			AutoSwitch: cfg.AutoSwitchFor(m), ProbeInterval: cfg.ProbeIntervalFor(m), Policy: m.Policy()}
 		for _, e := range m.Providers {
 			pc := cfg.Providers[e.Provider]

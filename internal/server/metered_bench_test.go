@@ -15,6 +15,7 @@ import (
 	"switchboard/internal/clock"
 	"switchboard/internal/config"
 	"switchboard/internal/store"
+	"switchboard/internal/usagelog"
 )
 
 // BenchmarkMeteredHandler is BenchmarkUnaryHandler's request as a paying
@@ -25,7 +26,15 @@ import (
 // CPU and allocations per request, outside the network.
 func BenchmarkMeteredHandler(b *testing.B) {
 	rt := cannedRT{body: []byte(benchAnswer)}
-	body := `{"model":"bench-model","messages":[{"role":"user","content":"Say something about the quick brown fox, please."}],"max_tokens":64}`
+	// The bench harness's request (bench/loadgen.go): four messages, about 1 KB.
+	body := `{"model":"bench-model","messages":[{"role":"system","content":"You are a careful assistant for a logistics company. ` +
+		`Answer in plain English, cite the shipment id when you mention one, never invent tracking numbers, and keep answers under ` +
+		`one hundred words unless asked for more detail."},{"role":"user","content":"Shipment SHP-20931 left Rotterdam on Monday and ` +
+		`was due in Hamburg on Wednesday. The tracking page has shown 'in transit' since Tuesday evening. What are the usual causes ` +
+		`of such a delay on this route, and what should I ask the carrier when I call them?"},{"role":"assistant","content":"Common ` +
+		`causes are port congestion, customs holds, and missed rail connections. Ask the carrier for the last scan location, whether ` +
+		`a customs hold is recorded, and the new estimated arrival."},{"role":"user","content":"Thanks. Draft a short, polite message ` +
+		`to the carrier asking exactly that."}],"temperature":0.2,"top_p":1,"user":"bench-user-0001","max_tokens":64,"stream":false}`
 	dir := b.TempDir()
 	keys, _ := json.Marshal(map[string]any{"sk-tenant-bench": map[string]any{
 		"tenant": "bench", "rpm": 1_000_000_000, "tpm": 1_000_000_000_000, "daily_requests": 1_000_000_000,
@@ -76,6 +85,15 @@ logging:
 			defer st.Close()
 			s := New(slog.New(slog.NewTextHandler(io.Discard, &slog.HandlerOptions{Level: slog.LevelWarn})), nil, &http.Client{Transport: rt})
 			s.Admission = admit.New(st, clock.Real{}, s.Metrics.Registry)
+			// The usage log is on, as serve runs it.
+			db, err := usagelog.Open(filepath.Join(b.TempDir(), usagelog.DefaultFile))
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer db.Close()
+			ul := usagelog.NewLog(db, usagelog.Options{Buffer: 1 << 20})
+			defer ul.Close()
+			s.SetUsageLog(ul)
 			s.Apply(cfg)
 			h := s.Handler()
 			b.ReportAllocs()

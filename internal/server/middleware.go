@@ -53,8 +53,10 @@ type statusWriter struct {
 	m       *metrics.Metrics
 	path    string
 	start   time.Time
-	// body is the request body as the handler reads it.
-	body *trackedBody
+	// body is the request body as the handler reads it (when tracked:
+	// in the same allocation as the writer).
+	body    trackedBody
+	tracked bool
 }
 
 // trackedBody notes whether the request body was read to its end.
@@ -75,7 +77,7 @@ func (b *trackedBody) Read(p []byte) (int, error) {
 // (a refusal: 401, 404, 405, 408, 413). net/http would then wait to drain
 // the body the client may never send, holding the answer and the
 // connection; closing the connection instead answers at once.
-func (w *statusWriter) unread() bool { return w.body != nil && !w.body.done }
+func (w *statusWriter) unread() bool { return w.tracked && !w.body.done }
 
 func (w *statusWriter) beforeHeader() {
 	if w.unread() {
@@ -134,8 +136,8 @@ func (s *Server) wrap(next http.Handler) http.Handler {
 		r = r.WithContext(ctx)
 		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK, m: s.Metrics, path: r.URL.Path, start: start}
 		if r.ContentLength != 0 && r.Body != nil && r.Body != http.NoBody {
-			sw.body = &trackedBody{ReadCloser: r.Body}
-			r.Body = sw.body
+			sw.body, sw.tracked = trackedBody{ReadCloser: r.Body}, true
+			r.Body = &sw.body
 		}
 		s.Metrics.InFlight.Inc()
 		defer func() {

@@ -194,6 +194,29 @@ var mediaMarkers = [][]byte{
 	[]byte(`"type":"container_upload"`),
 }
 
+// hasMarker reports whether any of mediaMarkers occurs in b. Every marker
+// starts with a quote, which a chat body has dozens of: one pass over the
+// quotes, trying the markers at each, costs a fourteenth of searching for
+// each marker in turn.
+func hasMarker(b []byte) bool {
+	for i := 0; ; {
+		j := bytes.IndexByte(b[i:], '"')
+		if j < 0 {
+			return false
+		}
+		i += j
+		// Every marker's second byte is one of these.
+		if i+1 < len(b) && (b[i+1] == 'i' || b[i+1] == 'f' || b[i+1] == 't') {
+			for _, m := range mediaMarkers {
+				if bytes.HasPrefix(b[i:], m) {
+					return true
+				}
+			}
+		}
+		i++
+	}
+}
+
 // storedInput are fields that pull input the body does not contain.
 var storedInput = [...]string{"previous_response_id", "conversation", "cachedContent", "cached_content"}
 
@@ -201,12 +224,7 @@ var storedInput = [...]string{"previous_response_id", "conversation", "cachedCon
 // input stored at the provider; both bound input by the context ceiling.
 // t is the body's top level (readTop).
 func inputShape(compact []byte, t *topLevel) (media, stored bool) {
-	for _, m := range mediaMarkers {
-		if bytes.Contains(compact, m) {
-			media = true
-			break
-		}
-	}
+	media = hasMarker(compact)
 	for _, r := range t.stored {
 		if present(r) {
 			stored = true

@@ -299,7 +299,7 @@ func allowance(t *topLevel) int64 {
 	for _, r := range t.counted {
 		switch {
 		case r.IsArray():
-			n += int64(len(r.Array()))
+			r.ForEach(func(_, _ gjson.Result) bool { n++; return true })
 		case present(r):
 			n++
 		}

@@ -270,3 +270,21 @@ func TestReportedBill(t *testing.T) {
 		}
 	}
 }
+
+// hasMarker finds exactly what searching for each media marker finds.
+func TestHasMarkerMatchesContains(t *testing.T) {
+	bodies := []string{``, `"`, `{"a":"b"}`, `{"image_url":1}`, `x"input_audio"`, `{"type":"image"}`, `{"type":"images"}`,
+		`{"content":"say \"image_url\" twice"}`, `{"type":"text","t":"file"}`, `"type":"container_upload"`, `"fileData"`, `"file_dat`}
+	for _, m := range mediaMarkers {
+		bodies = append(bodies, `{"x":`+string(m)+`}`, string(m[:len(m)-1]))
+	}
+	for _, b := range bodies {
+		want := false
+		for _, m := range mediaMarkers {
+			want = want || bytes.Contains([]byte(b), m)
+		}
+		if got := hasMarker([]byte(b)); got != want {
+			t.Errorf("hasMarker(%q) = %v, want %v", b, got, want)
+		}
+	}
+}

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"database/sql"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -203,5 +204,42 @@ func TestJournalLazySettlementFlushed(t *testing.T) {
 	s = openAt(t, path)
 	if r := usage(t, s, t0, "acme"); r.Reserved != 0 || r.Settled != 700 {
 		t.Fatalf("after a kill past the flush: %+v", r)
+	}
+}
+
+// A file whose tables hold money the ledger never writes (a negative
+// total would grant budget; one near the integer limit would wrap) is
+// refused at open, naming the table and the tenant.
+func TestSQLiteRefusesImpossibleValues(t *testing.T) {
+	for _, tc := range []struct{ name, update string }{
+		{"negative settled", `UPDATE spend_windows SET settled_nano = -5000000000`},
+		{"negative reserved", `UPDATE spend_windows SET reserved_nano = -1`},
+		{"near the integer limit", `UPDATE spend_windows SET settled_nano = 9223372036854775807`},
+		{"not an integer", `UPDATE spend_windows SET settled_nano = 'abc'`},
+		{"negative count", `UPDATE usage_minutes SET requests = -3`},
+		{"negative hold", `UPDATE holds SET held_nano = -1`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "j.db")
+			s := openAt(t, path)
+			admit(t, s, adm(t0, "acme", func(a *Admission) { a.Budgeted, a.Budget, a.Hold = true, 10_000, 1000 }))
+			if err := s.Close(); err != nil {
+				t.Fatal(err)
+			}
+			db, err := sql.Open("sqlite", "file:"+path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res, err := db.Exec(tc.update); err != nil {
+				t.Fatal(err)
+			} else if n, _ := res.RowsAffected(); n == 0 {
+				t.Fatal("the update changed nothing")
+			}
+			db.Close()
+			_, err = OpenSQLite(path)
+			if err == nil || !strings.Contains(err.Error(), "damaged") || !strings.Contains(err.Error(), `"acme"`) {
+				t.Fatalf("open: %v", err)
+			}
+		})
 	}
 }

@@ -113,8 +113,8 @@ func (m *counters) addUsage(tenant string, minute, reqs, toks, floor int64) erro
 		c = &[2]int64{}
 		t[minute] = c
 	}
-	c[0] = max(c[0]+reqs, 0)
-	c[1] = max(c[1]+toks, 0)
+	c[0] = min(max(c[0]+reqs, 0), maxTotal)
+	c[1] = min(max(c[1]+toks, 0), maxTotal)
 	return nil
 }
 
@@ -125,8 +125,10 @@ func (m *counters) addSpend(tenant string, secs, start, reserved, settled int64)
 		w = &[2]int64{}
 		m.windows[k] = w
 	}
-	w[0] = max(w[0]+reserved, 0)
-	w[1] = max(w[1]+settled, 0)
+	// Bounded (the SQLite ledger refuses a file past maxTotal): a total
+	// never wraps, whatever the deltas.
+	w[0] = min(max(w[0]+reserved, 0), maxTotal)
+	w[1] = min(max(w[1]+settled, 0), maxTotal)
 	return nil
 }
 

@@ -42,8 +42,14 @@ var (
 	//go:embed redis_health_fetch.lua
 	luaHealthFetch string
 
-	scriptAdmit       = newScript(luaCommon + luaAdmit)
-	scriptSettle      = newScript(luaCommon + luaSettle)
+	//go:embed redis_batch.lua
+	luaBatch string
+
+	// The admission and the settlement are functions (admit, settle):
+	// their own scripts call one, the batch several.
+	scriptAdmit       = newScript(luaCommon + luaAdmit + "local now, sec = clock()\nlocal out = admit(KEYS, ARGV, now, sec)\nflush()\nreturn out\n")
+	scriptSettle      = newScript(luaCommon + luaSettle + "local now, sec = clock()\nlocal out = settle(KEYS, ARGV, now, sec)\nflush()\nreturn out\n")
+	scriptBatch       = newScript(luaCommon + luaAdmit + luaSettle + luaBatch)
 	scriptPenalize    = newScript(luaCommon + luaPenalize)
 	scriptPeek        = newScript(luaCommon + luaPeek)
 	scriptUsage       = newScript(luaCommon + luaUsage)

@@ -7,5 +7,6 @@
 -- KEYS: the buckets. ARGV: 1 id, 2 adjustments; then per adjustment:
 -- limit, window us (negative: sliding), delta.
 local now = clock()
-adjust(0, 2, tonumber(ARGV[2]), ARGV[1], now)
+adjust(KEYS, ARGV, 0, 2, tonumber(ARGV[2]), ARGV[1], now)
+flush()
 return 1

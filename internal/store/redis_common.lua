@@ -20,15 +20,118 @@ local function clock()
   return s * 1000000 + tonumber(t[2]), s
 end
 
+-- The keys a decision reads and writes most (rate buckets, penalties,
+-- the rolling-day hashes, spend windows, the live holds' count) go
+-- through a cache for the script's run: a key is read once, written in
+-- the cache, and written back once by flush(), which every script that
+-- writes through it calls before it returns. So a batch of decisions in
+-- one script (redis_batch.lua) reads and writes each shared key once. An
+-- expiry is set after its key's write-back (EXPIREAT on a key not yet
+-- written would do nothing). Other keys (zsets, sliding windows, the
+-- guard) are read and written directly.
+local scache, sdirty = {}, {}     -- string key: value (false: absent); dirty: px
+local hcache, hdirty = {}, {}     -- hash key: field: value (false: absent); dirty: field set
+local expiries = {}               -- key: Unix s
+local holdsN, dfirst = {}, {}     -- zset key: ZCARD; daily minutes zset: ZRANGE 0 0
+
+local function sget(key)
+  local v = scache[key]
+  if v == nil then
+    v = redis.call('GET', key)
+    scache[key] = v
+  end
+  return v
+end
+
+local function sset(key, v, px)
+  scache[key], sdirty[key] = v, px
+end
+
+-- hmget is HMGET key fields... through the cache.
+local function hmget(key, ...)
+  local c = hcache[key]
+  if not c then
+    c = {}
+    hcache[key] = c
+  end
+  local fs, want = {...}, {}
+  for _, f in ipairs(fs) do
+    if c[f] == nil then want[#want + 1] = f end
+  end
+  if #want > 0 then
+    local v = redis.call('HMGET', key, unpack(want))
+    for i, f in ipairs(want) do c[f] = v[i] end
+  end
+  local out = {}
+  for i, f in ipairs(fs) do out[i] = c[f] end
+  return out
+end
+
+-- hset is HSET key field value ... through the cache; a false value
+-- deletes the field.
+local function hset(key, ...)
+  local c, d = hcache[key], hdirty[key]
+  if not c then
+    c = {}
+    hcache[key] = c
+  end
+  if not d then
+    d = {}
+    hdirty[key] = d
+  end
+  local xs = {...}
+  for j = 1, #xs, 2 do
+    c[xs[j]], d[xs[j]] = xs[j + 1], true
+  end
+end
+
+local function expireat(key, t) expiries[key] = t end
+
+-- zcard is a zset's ZCARD, kept while the script adds and removes
+-- through holdsAdd.
+local function zcard(key)
+  local n = holdsN[key]
+  if not n then
+    n = redis.call('ZCARD', key)
+    holdsN[key] = n
+  end
+  return n
+end
+
+local function holdsAdd(key, delta)
+  if holdsN[key] then holdsN[key] = holdsN[key] + delta end
+end
+
+-- flush writes back what the cache holds changed.
+local function flush()
+  for key, px in pairs(sdirty) do redis.call('SET', key, scache[key], 'PX', px) end
+  for key, fs in pairs(hdirty) do
+    local c, set, del = hcache[key], {}, {}
+    for f in pairs(fs) do
+      if c[f] then
+        set[#set + 1] = f
+        set[#set + 1] = c[f]
+      else
+        del[#del + 1] = f
+      end
+    end
+    if #set > 0 then redis.call('HSET', key, unpack(set)) end
+    if #del > 0 then redis.call('HDEL', key, unpack(del)) end
+  end
+  for key, t in pairs(expiries) do redis.call('EXPIREAT', key, t) end
+  sdirty, hdirty, expiries = {}, {}, {}
+end
+
 -- A bucket is one string: three little-endian doubles (tokens, last
 -- update in us, capacity), packed with the struct library Redis embeds.
--- One GET and one SET PX per bucket, and doubles round-trip exactly.
+-- One GET and one SET PX per bucket (through the cache), and doubles
+-- round-trip exactly.
 
 -- level is a bucket's tokens at now (a missing bucket is full), as the
 -- in-process limit.Memory computes it: continuous refill of limit per
 -- window, capped at limit; a changed limit keeps what was consumed.
 local function level(key, limit, window, now)
-  local v = redis.call('GET', key)
+  local v = sget(key)
   if not v then return limit end
   local tokens, last, cap = struct.unpack('<ddd', v)
   if cap ~= limit then tokens = limit - (cap - tokens) end
@@ -41,7 +144,7 @@ end
 -- save writes a bucket; it is full again two windows after its last use
 -- at the latest (debt is bounded by one capacity), so it may expire then.
 local function save(key, tokens, limit, window, now)
-  redis.call('SET', key, struct.pack('<ddd', tokens, now, limit), 'PX', I(math.ceil(2 * window / 1000) + 1000))
+  sset(key, struct.pack('<ddd', tokens, now, limit), I(math.ceil(2 * window / 1000) + 1000))
 end
 
 -- snap is {limit, remaining, reset_us} of a limited bucket.
@@ -58,23 +161,33 @@ end
 -- still counted (0 when none), and the requests and tokens (false when
 -- absent) of minute m. dkey holds r<minute>, k<minute> and the totals R,
 -- K; zkey orders the minutes. Pruning is looked for only when the oldest
--- minute has left, so a steady caller pays two reads.
+-- minute has left, so a steady caller pays two reads (once per script).
+local function firstMinute(zkey)
+  local f = dfirst[zkey]
+  if not f then
+    f = redis.call('ZRANGE', zkey, 0, 0)
+    dfirst[zkey] = f
+  end
+  return f
+end
+
 local function daily(dkey, zkey, floor, m)
-  local first = redis.call('ZRANGE', zkey, 0, 0)
+  local first = firstMinute(zkey)
   if first[1] and tonumber(first[1]) <= floor then
     local old = redis.call('ZRANGEBYSCORE', zkey, '-inf', floor)
     local r, k = 0, 0
     for _, x in ipairs(old) do
-      local v = redis.call('HMGET', dkey, 'r' .. x, 'k' .. x)
+      local v = hmget(dkey, 'r' .. x, 'k' .. x)
       r, k = r + num(v[1]), k + num(v[2])
-      redis.call('HDEL', dkey, 'r' .. x, 'k' .. x)
+      hset(dkey, 'r' .. x, false, 'k' .. x, false)
     end
-    redis.call('HINCRBY', dkey, 'R', I(-r))
-    redis.call('HINCRBY', dkey, 'K', I(-k))
+    local t = hmget(dkey, 'R', 'K')
+    hset(dkey, 'R', I(num(t[1]) - r), 'K', I(num(t[2]) - k))
     redis.call('ZREMRANGEBYSCORE', zkey, '-inf', floor)
-    first = redis.call('ZRANGE', zkey, 0, 0)
+    dfirst[zkey] = nil
+    first = firstMinute(zkey)
   end
-  local v = redis.call('HMGET', dkey, 'R', 'K', 'r' .. (m or 0), 'k' .. (m or 0))
+  local v = hmget(dkey, 'R', 'K', 'r' .. (m or 0), 'k' .. (m or 0))
   return num(v[1]), num(v[2]), num(first[1]), v[3], v[4]
 end
 
@@ -161,7 +274,7 @@ end
 -- against its estimate, or an admission taken back): bucket i is
 -- KEYS[ko + i], its limit, window us (negative: sliding) and delta are
 -- ARGV[ao + 3i - 2 ..]. id names what a sliding window counts from now.
-local function adjust(ko, ao, n, id, now)
+local function adjust(KEYS, ARGV, ko, ao, n, id, now)
   for i = 1, n do
     local a = ao + (i - 1) * 3
     local key = KEYS[ko + i]

@@ -5,6 +5,7 @@ import (
 	"crypto/sha1"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 
@@ -179,6 +180,76 @@ func (p *pipe) loop() {
 	}
 }
 
+// maxScriptBatch bounds the decisions of one batch script (redis_batch.lua),
+// so that one script does not hold Redis for long (64 are a few ms).
+const maxScriptBatch = 64
+
+// unit is one command of a pipeline: one call's script, or a batch
+// script running several calls.
+type unit struct {
+	calls  []*call
+	script *script
+	cmd    []any
+}
+
+// batchable: an admission or a settlement, whose functions the batch
+// script runs. A cluster sends each call alone (a batch's keys would
+// span slots).
+func (p *pipe) batchable(c *call) bool {
+	return !p.r.cluster && (c.script == scriptAdmit || c.script == scriptSettle)
+}
+
+// units groups calls: each run of consecutive admissions and settlements
+// becomes one batch (at most maxScriptBatch), every other call a unit of its
+// own. Order is kept, within a batch and between units.
+func (p *pipe) units(calls []*call) []unit {
+	us := make([]unit, 0, len(calls))
+	for i := 0; i < len(calls); {
+		j := i + 1
+		if p.batchable(calls[i]) {
+			for j < len(calls) && j-i < maxScriptBatch && p.batchable(calls[j]) {
+				j++
+			}
+		}
+		if j-i == 1 {
+			us = append(us, unit{calls: calls[i:j], script: calls[i].script, cmd: calls[i].cmd})
+		} else {
+			us = append(us, unit{calls: calls[i:j], script: scriptBatch, cmd: batchCmd(calls[i:j])})
+		}
+		i = j
+	}
+	return us
+}
+
+// batchCmd is redis_batch.lua's command for calls: their keys, then per
+// call its kind and counts, then their arguments. Each call's cmd is
+// "evalsha", sha, key count, keys..., arguments...
+func batchCmd(calls []*call) []any {
+	nk, size := 0, 4+3*len(calls)
+	for _, c := range calls {
+		nk += c.cmd[2].(int)
+		size += len(c.cmd) - 3
+	}
+	cmd := make([]any, 0, size)
+	cmd = append(cmd, "evalsha", &scriptBatch.sha, nk)
+	for _, c := range calls {
+		cmd = append(cmd, c.cmd[3:3+c.cmd[2].(int)]...)
+	}
+	cmd = append(cmd, len(calls))
+	for _, c := range calls {
+		k := c.cmd[2].(int)
+		kind := "a"
+		if c.script == scriptSettle {
+			kind = "s"
+		}
+		cmd = append(cmd, kind, k, len(c.cmd)-3-k)
+	}
+	for _, c := range calls {
+		cmd = append(cmd, c.cmd[3+c.cmd[2].(int):]...)
+	}
+	return cmd
+}
+
 // send runs calls as one pipeline of EVALSHA; the scripts Redis did not
 // have (NOSCRIPT: nothing ran) go again as EVAL with their source.
 func (p *pipe) send(all []*call) {
@@ -193,10 +264,11 @@ func (p *pipe) send(all []*call) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), p.r.o.CommandTimeout)
 	defer cancel()
-	cmds := make([]*redis.Cmd, len(calls))
+	us := p.units(calls)
+	cmds := make([]*redis.Cmd, len(us))
 	pl := p.r.c.Pipeline()
-	for i, c := range calls {
-		cmds[i] = redis.NewCmd(ctx, c.cmd...)
+	for i, u := range us {
+		cmds[i] = redis.NewCmd(ctx, u.cmd...)
 		_ = pl.Process(ctx, cmds[i])
 	}
 	_, _ = pl.Exec(ctx)
@@ -209,26 +281,47 @@ func (p *pipe) send(all []*call) {
 	if len(again) > 0 {
 		pl := p.r.c.Pipeline()
 		for _, i := range again {
-			c := calls[i]
-			c.cmd[0], c.cmd[1] = "eval", &c.script.src
-			cmds[i] = redis.NewCmd(ctx, c.cmd...)
+			u := &us[i]
+			u.cmd[0], u.cmd[1] = "eval", &u.script.src
+			cmds[i] = redis.NewCmd(ctx, u.cmd...)
 			_ = pl.Process(ctx, cmds[i])
 		}
 		_, _ = pl.Exec(ctx)
 	}
 	reported := false
-	for i, c := range calls {
-		c.v, c.err = cmds[i].Val(), cmds[i].Err()
-		if c.err != nil && !reported {
+	for i, u := range us {
+		v, err := cmds[i].Val(), cmds[i].Err()
+		if err != nil && !reported {
 			// Once per pipeline: a lost connection fails every call of it.
-			p.r.failed(context.Background(), c.err)
+			p.r.failed(context.Background(), err)
 			var reply redis.Error
-			reported = !errors.As(c.err, &reply)
+			reported = !errors.As(err, &reply)
 		}
-		if c.then != nil {
-			c.then(c.v, c.err)
+		if len(u.calls) == 1 {
+			u.calls[0].v, u.calls[0].err = v, err
 		} else {
-			close(c.done)
+			xs, ok := v.([]any)
+			if err == nil && (!ok || len(xs) != len(u.calls)) {
+				err = fmt.Errorf("batch reply %T of %d elements for %d calls", v, len(xs), len(u.calls))
+			}
+			for j, c := range u.calls {
+				c.v, c.err = nil, err
+				if err != nil {
+					continue
+				}
+				if e, ok := xs[j].(error); ok {
+					c.err = e
+				} else {
+					c.v = xs[j]
+				}
+			}
+		}
+		for _, c := range u.calls {
+			if c.then != nil {
+				c.then(c.v, c.err)
+			} else {
+				close(c.done)
+			}
 		}
 	}
 }

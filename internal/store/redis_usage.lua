@@ -8,4 +8,5 @@ local _, sec = clock()
 local reqs, toks, oldest = daily(KEYS[1], KEYS[2], math.floor(sec / 60) - tonumber(ARGV[1]))
 local ws = windowStart(sec, tonumber(ARGV[2]))
 local w = redis.call('HMGET', KEYS[3] .. ':' .. ws, 'r', 's')
+flush()
 return {reqs, toks, oldest, ws, num(w[1]), num(w[2])}

@@ -10,11 +10,14 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
 	"modernc.org/sqlite" // pure-Go driver "sqlite": no cgo in CI
 	sqlite3 "modernc.org/sqlite/lib"
+
+	"switchboard/internal/visible"
 )
 
 // schema is applied at open; every statement is idempotent. A file
@@ -384,6 +387,9 @@ func (l *sqlLedger) recover(ctx context.Context) error {
 	if err := tx.Commit(); err != nil {
 		return err
 	}
+	if err := checkTables(ctx, l.db); err != nil {
+		return err
+	}
 	hr, err := l.db.QueryContext(ctx, `SELECT id, tenant, window_secs, window_start, held_nano, created_ms, expires_s FROM holds`)
 	if err != nil {
 		return err
@@ -401,6 +407,39 @@ func (l *sqlLedger) recover(ctx context.Context) error {
 		heap.Push(&l.expiry, e)
 	}
 	return hr.Err()
+}
+
+// maxTotal bounds any amount or count the ledger keeps (2^62: about 4.6
+// billion USD in nano-USD); a larger, a negative or a non-integer value is
+// not something the ledger writes, so it is damage.
+const maxTotal = 1 << 62
+
+// checkTables refuses a file whose counters, windows or holds hold a value
+// the ledger never writes (negative, past maxTotal, not an integer): the
+// gateway would otherwise start with wrong money (a negative total grants
+// budget; one near the integer limit wraps).
+func checkTables(ctx context.Context, db *sql.DB) error {
+	for _, c := range []struct{ table, cols string }{
+		{"spend_windows", "reserved_nano, settled_nano, window_secs, window_start"},
+		{"usage_minutes", "requests, tokens, minute"},
+		{"holds", "held_nano, window_secs, window_start, created_ms, expires_s"},
+	} {
+		var bad []string
+		for _, col := range strings.Split(c.cols, ", ") {
+			bad = append(bad, fmt.Sprintf("typeof(%[1]s) != 'integer' OR %[1]s < 0 OR %[1]s > %d", col, int64(maxTotal)))
+		}
+		var tenant string
+		err := db.QueryRowContext(ctx, `SELECT tenant FROM `+c.table+` WHERE `+strings.Join(bad, " OR ")+` LIMIT 1`).Scan(&tenant)
+		if errors.Is(err, sql.ErrNoRows) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		return fmt.Errorf("table %s holds a value the ledger never writes for tenant %q (negative, too large or not an integer): "+
+			"the file is damaged; restore it or move it aside to start from zero", c.table, visible.Escape(tenant))
+	}
+	return nil
 }
 
 // begin starts a transaction: memory is changed at once (and taken back

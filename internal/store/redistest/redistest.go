@@ -62,7 +62,16 @@ func Start(t testing.TB) *Server {
 	}
 	s := &Server{t: t, bin: bin, dir: t.TempDir()}
 	t.Cleanup(s.Kill)
-	// A free port can be taken between probing and binding: try a few.
+	if err := s.startOnFreePort(); err != nil {
+		unavailable(t, "redis-server did not start: %v", err)
+		return nil
+	}
+	return s
+}
+
+// startOnFreePort starts s on a free loopback port. A free port can be
+// taken between probing and binding: it tries a few.
+func (s *Server) startOnFreePort() error {
 	var last error
 	for range 3 {
 		port, err := freePort()
@@ -73,11 +82,10 @@ func Start(t testing.TB) *Server {
 		s.Port, s.Addr = port, net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 		s.URL = "redis://" + s.Addr + "/0"
 		if last = s.start(); last == nil {
-			return s
+			return nil
 		}
 	}
-	unavailable(t, "redis-server did not start: %v", last)
-	return nil
+	return last
 }
 
 func freePort() (int, error) {

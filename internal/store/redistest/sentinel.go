@@ -90,21 +90,11 @@ func startReplica(t testing.TB, primary *Server) *Server {
 	s := &Server{t: t, bin: primary.bin, dir: t.TempDir(),
 		extra: []string{"--replicaof", "127.0.0.1", strconv.Itoa(primary.Port)}}
 	t.Cleanup(s.Kill)
-	var last error
-	for range 3 {
-		port, err := freePort()
-		if err != nil {
-			last = err
-			continue
-		}
-		s.Port, s.Addr = port, net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-		s.URL = "redis://" + s.Addr + "/0"
-		if last = s.start(); last == nil {
-			return s
-		}
+	if err := s.startOnFreePort(); err != nil {
+		unavailable(t, "a replica did not start: %v", err)
+		return nil
 	}
-	unavailable(t, "a replica did not start: %v", last)
-	return nil
+	return s
 }
 
 // waitReady waits (up to 30 s) until the replica is in sync and each of
