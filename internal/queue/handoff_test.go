@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -234,5 +235,43 @@ func TestHandOffKeepsTheLeaseRules(t *testing.T) {
 				t.Fatal("the foreign standing entry was kept")
 			}
 		})
+	}
+}
+
+// A hand-off read late (the worker paused past its lease, the job since
+// leased by another worker) is dropped after a fenced heartbeat instead of
+// calling the provider a second time; a late one whose lease still holds
+// starts (found from outside: a SIGSTOPped worker ran a finished job).
+func TestLateHandOffConfirmedBeforeItStarts(t *testing.T) {
+	q, _ := open(t, Options{MaxDeliveries: 3})
+	w := &Worker{Q: q, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	s := &standby{}
+	standBy(t, q, s, Cap{Provider: "a"})
+	j := job("a", 0)
+	if _, err := q.Enqueue(bg, j); err != nil {
+		t.Fatal(err)
+	}
+	l, err := q.leaseOne(bg, "w1", Cap{Provider: "a"}, s)
+	if err != nil || l == nil {
+		t.Fatalf("handed delivery: %+v %v", l, err)
+	}
+	if !w.stillHeld(l) {
+		t.Fatal("a fresh hand-off was not started")
+	}
+	late := *l
+	late.Now = time.Now().Add(-time.Minute)
+	if !w.stillHeld(&late) {
+		t.Fatal("a late hand-off whose lease still holds was dropped")
+	}
+	// The job goes to another worker (as after the first one's lease ran
+	// out): the late hand-off is refused by the fence.
+	if err := q.giveBack(bg, l, "test"); err != nil {
+		t.Fatal(err)
+	}
+	if l2 := mustLease(t, q); l2.ID != j.ID {
+		t.Fatalf("re-lease: %+v", l2)
+	}
+	if w.stillHeld(&late) {
+		t.Fatal("a late hand-off of a job leased elsewhere was started")
 	}
 }

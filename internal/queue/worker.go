@@ -234,6 +234,9 @@ func (w *Worker) takeHanded(base context.Context, payload string, handed *sync.W
 		return // the lease's reply brought it first, or not this worker's
 	}
 	l.Provider = prov
+	if !w.stillHeld(l) {
+		return
+	}
 	w.handoffs.Add(1)
 	// start runs l in the slot the caller took, unless the worker stops.
 	// Its token is spent: the worker stands by in that queue again under a
@@ -282,6 +285,34 @@ func (w *Worker) takeHanded(base context.Context, payload string, handed *sync.W
 			w.Log.Warn("queue: could not give back a handed job", "job", l.ID, "error", err.Error())
 		}
 	}()
+}
+
+// handStale is how old a hand-off may be (by Redis's time when it was
+// sent, against this host's clock) before the worker confirms it still
+// holds the job. A hand-off read late — the worker paused, or its
+// connection backed up past the lease — may name a job that has since
+// been leased to another worker and finished there; running it would call
+// the provider a second time, its result refused only at the end.
+const handStale = time.Second
+
+// stillHeld reports whether a handed delivery may start: a fresh one at
+// once; an old one only once a fenced heartbeat (which also renews the
+// lease) says this worker still holds the job. Hosts whose clocks differ
+// from Redis's by more than handStale pay that round trip on every
+// hand-off, never a duplicate call.
+func (w *Worker) stillHeld(l *Lease) bool {
+	if time.Since(l.Now) <= handStale {
+		return true
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), w.Q.OpTimeout())
+	defer cancel()
+	if err := w.Q.Heartbeat(ctx, l); err != nil {
+		// Lost or canceled: another delivery has it. A transport error:
+		// its lease expires and the reaper requeues it.
+		w.Log.Info("queue: dropping a late hand-off", "job", l.ID, "age", time.Since(l.Now).String(), "error", err.Error())
+		return false
+	}
+	return true
 }
 
 // restand stands the worker by in prov's queue under its next token, if
