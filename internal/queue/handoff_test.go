@@ -154,10 +154,10 @@ func TestSpentTokenNeverStandsByAgain(t *testing.T) {
 	}
 }
 
-// A handed delivery the worker cannot start (no free slot, or stopping) is
-// given back uncounted: the job waits again as if never delivered.
-func TestHandedJobGivenBackUncounted(t *testing.T) {
-	q, _ := open(t, Options{MaxDeliveries: 1})
+// handedJob stands worker w1 by in provider a's queue, enqueues a job
+// there, and returns the job and the delivery the enqueue handed to w1.
+func handedJob(t *testing.T, q *Queue) (*Job, *Lease) {
+	t.Helper()
 	s := &standby{}
 	standBy(t, q, s, Cap{Provider: "a"})
 	j := job("a", 0)
@@ -168,6 +168,14 @@ func TestHandedJobGivenBackUncounted(t *testing.T) {
 	if err != nil || l == nil {
 		t.Fatalf("handed delivery: %+v %v", l, err)
 	}
+	return j, l
+}
+
+// A handed delivery the worker cannot start (no free slot, or stopping) is
+// given back uncounted: the job waits again as if never delivered.
+func TestHandedJobGivenBackUncounted(t *testing.T) {
+	q, _ := open(t, Options{MaxDeliveries: 1})
+	j, l := handedJob(t, q)
 	if err := q.giveBack(bg, l, "no free slot"); err != nil {
 		t.Fatal(err)
 	}
@@ -245,16 +253,7 @@ func TestHandOffKeepsTheLeaseRules(t *testing.T) {
 func TestLateHandOffConfirmedBeforeItStarts(t *testing.T) {
 	q, _ := open(t, Options{MaxDeliveries: 3})
 	w := &Worker{Q: q, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
-	s := &standby{}
-	standBy(t, q, s, Cap{Provider: "a"})
-	j := job("a", 0)
-	if _, err := q.Enqueue(bg, j); err != nil {
-		t.Fatal(err)
-	}
-	l, err := q.leaseOne(bg, "w1", Cap{Provider: "a"}, s)
-	if err != nil || l == nil {
-		t.Fatalf("handed delivery: %+v %v", l, err)
-	}
+	j, l := handedJob(t, q)
 	if !w.stillHeld(l) {
 		t.Fatal("a fresh hand-off was not started")
 	}

@@ -38,15 +38,9 @@ const benchAnswer = `{"id":"chatcmpl-bench","object":"chat.completion","created"
 	`"choices":[{"index":0,"message":{"role":"assistant","content":"The quick brown fox jumps over the lazy dog."},` +
 	`"logprobs":null,"finish_reason":"stop"}],"usage":{"prompt_tokens":212,"completion_tokens":36,"total_tokens":248}}`
 
-// BenchmarkUnaryHandler is one non-streaming request through the whole
-// gateway handler (auth, envelope check, routing, admission, the attempt
-// loop, usage, cost, metrics) beside httputil.ReverseProxy, both against a
-// transport that answers in memory: the CPU each spends per request, with
-// the network taken out.
-func BenchmarkUnaryHandler(b *testing.B) {
-	rt := cannedRT{body: []byte(benchAnswer)}
-	body := `{"model":"bench-model","messages":[{"role":"user","content":"Say something about the quick brown fox, please."}],"max_tokens":64}`
-	cfg, err := config.Parse([]byte(`
+// benchRoute is the handler benchmarks' provider and model: one OpenAI
+// provider behind a transport that answers in memory.
+const benchRoute = `
 providers:
   up:
     type: openai
@@ -57,6 +51,17 @@ models:
     providers:
       - provider: up
         model: up-model
+`
+
+// BenchmarkUnaryHandler is one non-streaming request through the whole
+// gateway handler (auth, envelope check, routing, admission, the attempt
+// loop, usage, cost, metrics) beside httputil.ReverseProxy, both against a
+// transport that answers in memory: the CPU each spends per request, with
+// the network taken out.
+func BenchmarkUnaryHandler(b *testing.B) {
+	rt := cannedRT{body: []byte(benchAnswer)}
+	body := `{"model":"bench-model","messages":[{"role":"user","content":"Say something about the quick brown fox, please."}],"max_tokens":64}`
+	cfg, err := config.Parse([]byte(benchRoute+`
 auth:
   token: tok
 logging:

@@ -42,18 +42,7 @@ func BenchmarkMeteredHandler(b *testing.B) {
 	if err := os.WriteFile(filepath.Join(dir, "keys.json"), keys, 0o600); err != nil {
 		b.Fatal(err)
 	}
-	cfgText := `
-providers:
-  up:
-    type: openai
-    base_url: http://upstream.invalid/v1
-    api_key: sk-up
-models:
-  - name: bench-model
-    providers:
-      - provider: up
-        model: up-model
-pricing:
+	cfgText := benchRoute + `pricing:
   up:
     up-model: {input: 1, output: 2, context: 131072, max_output: 4096}
 auth:

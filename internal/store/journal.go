@@ -66,14 +66,15 @@ func appendEnd(b []byte, id string) []byte {
 	return appendStr(append(b, jEnd), id)
 }
 
-// entry is one decoded journal entry.
+// entry is one decoded journal entry: the arguments of the statement
+// that applies it to the tables (replayStatement), in its column order.
 type entry struct {
-	kind     byte
-	id       string
-	tenant   string
-	a, b, c  int64 // usage: minute, requests, tokens; spend: secs, start, reserved
-	d, e, f2 int64 // spend: settled; hold: held, created ms, expires (with a, b = secs, start)
+	kind byte
+	args []any
 }
+
+// replayStatement applies an entry of kind to the tables.
+var replayStatement = map[byte]string{jUsage: qPutUsage, jSpend: qPutSpend, jHold: qInsert, jEnd: qHoldEnd}
 
 var errJournal = errors.New("store: journal row damaged")
 
@@ -119,15 +120,14 @@ func (r *reader) next(e *entry) bool {
 	*e = entry{kind: r.b[0]}
 	r.b = r.b[1:]
 	switch e.kind {
-	case jUsage:
-		e.tenant, e.a, e.b, e.c = r.str(), r.int(), r.int(), r.int()
-	case jSpend:
-		e.tenant, e.a, e.b, e.c, e.d = r.str(), r.int(), r.int(), r.int(), r.int()
-	case jHold:
-		e.id, e.tenant, e.a, e.b = r.str(), r.str(), r.int(), r.int()
-		e.c, e.d, e.f2 = r.int(), r.int(), r.int()
-	case jEnd:
-		e.id = r.str()
+	case jUsage: // tenant, minute, requests, tokens
+		e.args = []any{r.str(), r.int(), r.int(), r.int()}
+	case jSpend: // tenant, window secs, window start, reserved, settled
+		e.args = []any{r.str(), r.int(), r.int(), r.int(), r.int()}
+	case jHold: // id, tenant, window secs, window start, held, created ms, expires s
+		e.args = []any{r.str(), r.str(), r.int(), r.int(), r.int(), r.int(), r.int()}
+	case jEnd: // id
+		e.args = []any{r.str()}
 	default:
 		r.err = fmt.Errorf("%w: unknown entry kind %d", errJournal, e.kind)
 	}

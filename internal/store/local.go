@@ -93,8 +93,6 @@ type op struct {
 	then func(error)
 	// lead: the caller was handed the committer's lead (see committer).
 	lead bool
-	// flush: nothing to decide; the ledger writes what it delayed.
-	flush bool
 }
 
 func (o *op) now() time.Time {

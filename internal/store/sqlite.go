@@ -179,7 +179,9 @@ func openSQLite(path string, wait time.Duration, waiting func()) (Store, error) 
 	// committer under the store's lock.
 	l.flush = func() {
 		l.flushing.Store(false)
-		s.group.enqueue(&op{flush: true, then: func(error) {}})
+		// An op with nothing to decide: its commit writes what lazy
+		// commits left pending.
+		s.group.enqueue(&op{then: func(error) {}})
 	}
 	return s, nil
 }
@@ -360,18 +362,7 @@ func (l *sqlLedger) recover(ctx context.Context) error {
 		r := reader{b: b}
 		var e entry
 		for r.next(&e) {
-			var err error
-			switch e.kind {
-			case jUsage:
-				_, err = tx.ExecContext(ctx, qPutUsage, e.tenant, e.a, e.b, e.c)
-			case jSpend:
-				_, err = tx.ExecContext(ctx, qPutSpend, e.tenant, e.a, e.b, e.c, e.d)
-			case jHold:
-				_, err = tx.ExecContext(ctx, qInsert, e.id, e.tenant, e.a, e.b, e.c, e.d, e.f2)
-			case jEnd:
-				_, err = tx.ExecContext(ctx, qHoldEnd, e.id)
-			}
-			if err != nil {
+			if _, err := tx.ExecContext(ctx, replayStatement[e.kind], e.args...); err != nil {
 				return err
 			}
 		}
